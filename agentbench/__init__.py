@@ -1,0 +1,75 @@
+"""agentbench: a lightweight agent runtime with record, replay and regression testing.
+
+These names are the public API; everything else may move between releases.
+"""
+
+from agentbench._version import __version__
+from agentbench.errors import (
+    AgentbenchError,
+    InstructionsError,
+    ModelError,
+    ModelTimeoutError,
+    OutputValidationError,
+    ScriptExhaustedError,
+    ToolDefinitionError,
+    UsageError,
+)
+from agentbench.runtime.agent import Agent, Limits, ModelSettings
+from agentbench.runtime.context import RunContext
+from agentbench.runtime.events import Event, StopReason
+from agentbench.runtime.models import (
+    ChatModel,
+    ChatResponse,
+    FunctionModel,
+    ScriptedModel,
+    ToolCall,
+    Usage,
+)
+from agentbench.runtime.openai_model import OpenAIModel
+from agentbench.runtime.retry import RetryPolicy
+from agentbench.runtime.run_state import RunResult
+from agentbench.runtime.runner import Runner
+from agentbench.runtime.tools import (
+    BusinessFailure,
+    Effect,
+    ResultKind,
+    Tool,
+    ToolRegistry,
+    ToolResult,
+    tool,
+)
+
+__all__ = [
+    "Agent",
+    "AgentbenchError",
+    "BusinessFailure",
+    "ChatModel",
+    "ChatResponse",
+    "Effect",
+    "Event",
+    "FunctionModel",
+    "InstructionsError",
+    "Limits",
+    "ModelError",
+    "ModelSettings",
+    "ModelTimeoutError",
+    "OpenAIModel",
+    "OutputValidationError",
+    "ResultKind",
+    "RetryPolicy",
+    "RunContext",
+    "RunResult",
+    "Runner",
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "StopReason",
+    "Tool",
+    "ToolCall",
+    "ToolDefinitionError",
+    "ToolRegistry",
+    "ToolResult",
+    "Usage",
+    "UsageError",
+    "__version__",
+    "tool",
+]

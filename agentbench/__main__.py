@@ -1,0 +1,5 @@
+import sys
+
+from agentbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,58 @@
+"""The one exception tree of agentbench.
+
+Every error agentbench raises for a user derives from `AgentbenchError`. Errors meant for the
+*model* (bad tool arguments, an unknown tool, a tool's business failure) never surface as
+exceptions: the runner turns them into observations. Everything here is for the *user*: it says
+where the problem is (agent, tool, file, step) and what was expected. Constructors have no side
+effects (no logging), so raising and catching them is cheap and quiet.
+"""
+
+from __future__ import annotations
+
+
+class AgentbenchError(Exception):
+    """Root of every agentbench error."""
+
+
+class UsageError(AgentbenchError):
+    """The API or CLI was called in a way that cannot work (CLI exit code 2)."""
+
+
+class ToolDefinitionError(AgentbenchError):
+    """A tool cannot be built from its function, or two tools share a name."""
+
+
+class InstructionsError(AgentbenchError):
+    """An agent's instructions template failed to render."""
+
+    def __init__(self, agent: str, message: str, variable: str | None = None) -> None:
+        self.agent = agent
+        self.variable = variable
+        super().__init__(f"agent {agent!r}: instructions template: {message}")
+
+
+class ModelError(AgentbenchError):
+    """The model provider failed in a way retries could not fix."""
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, attempts: int = 1
+    ) -> None:
+        self.status_code = status_code
+        self.attempts = attempts
+        super().__init__(message)
+
+
+class ModelTimeoutError(ModelError):
+    """A model call did not answer within its timeout, on every attempt."""
+
+
+class ScriptExhaustedError(AgentbenchError):
+    """A ScriptedModel was asked for more responses than it was given."""
+
+
+class OutputValidationError(AgentbenchError):
+    """The final answer did not match the agent's `output_type`, even after a correction."""
+
+
+class RunTimeoutError(AgentbenchError):
+    """The run's wall-clock budget (`Limits.timeout_s`) ran out."""

@@ -1,0 +1,1 @@
+"""The agent runtime: tools, models, the loop and its events. Knows nothing of traces or evals."""

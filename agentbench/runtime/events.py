@@ -1,0 +1,177 @@
+"""Typed events: every fact of a run, as one pydantic discriminated union.
+
+The runner yields these and nothing else; the trace recorder, console output and user hooks
+are all subscribers. Each event carries the run id, a per-run sequence number and a UTC
+timestamp. `RunFinished` is always the last event of a run, also when the run fails.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from agentbench.runtime.models import ChatResponse, Usage
+from agentbench.runtime.tools import ToolResult
+
+log = logging.getLogger("agentbench.events")
+
+
+class StopReason(str, enum.Enum):
+    """Why a run ended: a closed set (DESIGN.md)."""
+
+    COMPLETED = "completed"
+    MAX_ITERATIONS = "max_iterations"
+    TIMEOUT = "timeout"
+    LOOP_DETECTED = "loop_detected"
+    TOKEN_BUDGET = "token_budget"
+    HANDOFF = "handoff"
+    BUSINESS_STOP = "business_stop"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class ErrorInfo(BaseModel):
+    """An error that ended a run, in a form that can be stored and shown."""
+
+    type: str
+    message: str
+    step: int | None = None
+
+
+class _EventBase(BaseModel):
+    run_id: str
+    seq: int
+    ts: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    agent: str
+
+
+class RunStarted(_EventBase):
+    kind: Literal["run_started"] = "run_started"
+    input: str | list[dict[str, Any]]
+    model: str
+    parent_run_id: str | None = None
+    context: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelRequest(_EventBase):
+    kind: Literal["model_request"] = "model_request"
+    step: int
+    request: dict[str, Any]
+
+
+class ModelResponse(_EventBase):
+    kind: Literal["model_response"] = "model_response"
+    step: int
+    response: ChatResponse
+
+    @property
+    def usage(self) -> Usage:
+        return self.response.usage
+
+    @property
+    def latency_ms(self) -> float:
+        return self.response.latency_ms
+
+
+class TextDelta(_EventBase):
+    kind: Literal["text_delta"] = "text_delta"
+    step: int
+    text: str
+
+
+class ToolStarted(_EventBase):
+    kind: Literal["tool_started"] = "tool_started"
+    step: int
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+class ToolFinished(_EventBase):
+    kind: Literal["tool_finished"] = "tool_finished"
+    step: int
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    result: ToolResult
+    effect: str
+
+
+class ToolCallRejected(_EventBase):
+    """The model's tool call could not run: unknown tool, unparseable or invalid arguments.
+
+    It goes back to the model as an observation (self-correction); the run continues.
+    """
+
+    kind: Literal["tool_call_rejected"] = "tool_call_rejected"
+    step: int
+    call_id: str
+    tool: str
+    raw_arguments: str
+    reason: Literal["unknown_tool", "invalid_json", "invalid_arguments"]
+    message: str
+
+
+GuardName: TypeAlias = Literal[
+    "max_iterations",
+    "timeout",
+    "repeated_call",
+    "loop_detected",
+    "token_budget",
+    "output_validation",
+]
+
+
+class GuardTriggered(_EventBase):
+    kind: Literal["guard_triggered"] = "guard_triggered"
+    step: int
+    guard: GuardName
+    action: Literal["warn", "retry", "stop"]
+    message: str
+
+
+class RunFinished(_EventBase):
+    kind: Literal["run_finished"] = "run_finished"
+    stop_reason: StopReason
+    output: Any = None
+    error: ErrorInfo | None = None
+    usage: Usage = Field(default_factory=Usage)
+    iterations: int = 0
+    duration_ms: float = 0.0
+
+
+Event = Annotated[
+    RunStarted
+    | ModelRequest
+    | ModelResponse
+    | TextDelta
+    | ToolStarted
+    | ToolFinished
+    | ToolCallRejected
+    | GuardTriggered
+    | RunFinished,
+    Field(discriminator="kind"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+Hook: TypeAlias = Callable[[Any], "None | Awaitable[None]"]
+
+
+async def notify(hooks: Sequence[Hook], event: Any, failures: list[str]) -> None:
+    """Deliver `event` to every hook; a hook that raises is logged and recorded, never fatal."""
+    for hook in hooks:
+        try:
+            outcome = hook(event)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception as exc:
+            name = getattr(hook, "__qualname__", repr(hook))
+            failures.append(f"hook {name} failed on {event.kind} #{event.seq}: {exc!r}")
+            log.warning("hook %s raised on %s; the run continues", name, event.kind, exc_info=True)

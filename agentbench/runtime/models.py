@@ -1,0 +1,237 @@
+"""The model boundary: `ChatModel`, `ChatResponse`, `ToolCall`, and the test doubles.
+
+The runner builds an OpenAI chat-completions request body (a plain dict) and hands it to a
+`ChatModel`; the model returns a `ChatResponse`. Keeping the boundary at the request body is
+what lets agentbench record, compare and replay model calls exactly. `ScriptedModel` and
+`FunctionModel` are part of the product: users test their own agents with them.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from pydantic import BaseModel, Field, field_validator
+
+from agentbench.errors import ScriptExhaustedError
+from agentbench.runtime.tokens import estimate_request_tokens, estimate_tokens
+
+TextDeltaHandler: TypeAlias = Callable[[str], None]
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class ToolCall(BaseModel):
+    """One tool call the model asked for. `arguments` is the raw JSON text the model sent."""
+
+    name: str
+    arguments: str = "{}"
+    id: str = Field(default_factory=new_call_id)
+
+    def __init__(
+        self,
+        name: str | None = None,
+        arguments: str | dict[str, Any] | None = None,
+        /,
+        **data: Any,
+    ) -> None:
+        if name is not None:
+            data["name"] = name
+        if arguments is not None:
+            data["arguments"] = arguments
+        super().__init__(**data)
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _dump_dict(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return json.dumps(value, ensure_ascii=False)
+        return "" if value is None else value
+
+    def as_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class ChatResponse(BaseModel):
+    """What one model call produced."""
+
+    text: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_ms: float = 0.0
+    model: str | None = None
+    reasoning: str | None = None
+    attempts: int = 1
+    raw: dict[str, Any] | None = Field(default=None, repr=False)
+
+    def as_message(self) -> dict[str, Any]:
+        """The assistant message to append to the conversation."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = [call.as_openai() for call in self.tool_calls]
+        return message
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything that answers an OpenAI chat-completions request body."""
+
+    name: str
+
+    async def complete(
+        self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
+    ) -> ChatResponse: ...
+
+
+ScriptItem: TypeAlias = "str | ToolCall | list[ToolCall] | ChatResponse | BaseException"
+
+
+def to_response(item: Any, request: dict[str, Any], model_name: str) -> ChatResponse:
+    """Normalise a scripted item into a ChatResponse, estimating usage when none is given."""
+    if isinstance(item, BaseException):
+        raise item
+    if isinstance(item, ChatResponse):
+        response = item
+    elif isinstance(item, str):
+        response = ChatResponse(text=item, finish_reason="stop")
+    elif isinstance(item, ToolCall):
+        response = ChatResponse(tool_calls=[item], finish_reason="tool_calls")
+    elif isinstance(item, list | tuple) and all(isinstance(c, ToolCall) for c in item):
+        response = ChatResponse(tool_calls=list(item), finish_reason="tool_calls")
+    else:
+        raise TypeError(
+            "a scripted response must be a str, ToolCall, list of ToolCall, ChatResponse or an "
+            f"exception, got {type(item).__name__}"
+        )
+    update: dict[str, Any] = {"model": response.model or model_name}
+    if response.usage == Usage():
+        output = (response.text or "") + "".join(c.name + c.arguments for c in response.tool_calls)
+        update["usage"] = Usage(
+            input_tokens=estimate_request_tokens(request), output_tokens=estimate_tokens(output)
+        )
+    # A call whose id was not set explicitly gets a fresh one each time it is served, so one
+    # scripted ToolCall object can be reused across turns without clashing ids.
+    update["tool_calls"] = [
+        c if "id" in c.model_fields_set else c.model_copy(update={"id": new_call_id()})
+        for c in response.tool_calls
+    ]
+    return response.model_copy(update=update)
+
+
+def _stream_text(text: str | None, on_text_delta: TextDeltaHandler | None) -> None:
+    if not text or on_text_delta is None:
+        return
+    words = text.split(" ")
+    for i, word in enumerate(words):
+        on_text_delta(word if i == len(words) - 1 else word + " ")
+
+
+class ScriptedModel:
+    """A model that answers from a queue and remembers every request it saw.
+
+    Items: a final text, a `ToolCall`, a list of calls for one turn, a whole `ChatResponse`, or
+    an exception to raise. `assert_complete()` fails if any item was never consumed.
+    """
+
+    def __init__(self, items: Iterable[Any] = (), *, name: str = "scripted") -> None:
+        self.name = name
+        self._items: deque[Any] = deque(items)
+        self.requests: list[dict[str, Any]] = []
+
+    def add(self, *items: Any) -> ScriptedModel:
+        self._items.extend(items)
+        return self
+
+    @property
+    def remaining(self) -> int:
+        return len(self._items)
+
+    async def complete(
+        self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
+    ) -> ChatResponse:
+        started = time.perf_counter()
+        self.requests.append(copy.deepcopy(request))
+        if not self._items:
+            last = (request.get("messages") or [{}])[-1]
+            raise ScriptExhaustedError(
+                f"ScriptedModel {self.name!r} has no response left for request "
+                f"#{len(self.requests)} (last message: role={last.get('role')!r}, "
+                f"content={str(last.get('content'))[:120]!r}); add more items to the script"
+            )
+        response = to_response(self._items.popleft(), request, self.name)
+        _stream_text(response.text, on_text_delta)
+        return response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})
+
+    def assert_complete(self) -> None:
+        if self._items:
+            raise AssertionError(
+                f"ScriptedModel {self.name!r}: {len(self._items)} scripted response(s) never "
+                f"requested; the next one was {self._items[0]!r}"
+            )
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    """What a FunctionModel's function learns about the call besides the request body."""
+
+    index: int
+    model: str
+    tools: list[str]
+
+
+ModelFunction: TypeAlias = Callable[[dict[str, Any], CallInfo], "Any | Awaitable[Any]"]
+
+
+class FunctionModel:
+    """A model whose every answer is computed by a function of the request."""
+
+    def __init__(self, fn: ModelFunction, *, name: str = "function") -> None:
+        self.fn = fn
+        self.name = name
+        self.requests: list[dict[str, Any]] = []
+
+    async def complete(
+        self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
+    ) -> ChatResponse:
+        started = time.perf_counter()
+        self.requests.append(copy.deepcopy(request))
+        info = CallInfo(
+            index=len(self.requests) - 1,
+            model=self.name,
+            tools=[t["function"]["name"] for t in request.get("tools", ())],
+        )
+        item = self.fn(request, info)
+        if inspect.isawaitable(item):
+            item = await item
+        response = to_response(item, request, self.name)
+        _stream_text(response.text, on_text_delta)
+        return response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})

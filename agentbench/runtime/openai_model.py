@@ -1,0 +1,279 @@
+"""`OpenAIModel`: the `ChatModel` for any OpenAI-compatible endpoint, through the openai SDK.
+
+The runner's request body is sent as is: keys the SDK knows go as arguments, anything else
+(vendor extensions such as `top_k` for vLLM) goes in `extra_body`. Retries are ours, not the
+SDK's, so that backoff, jitter and `Retry-After` follow one documented policy and the final
+error says how many attempts were made. Streaming accumulates tool-call fragments by index
+into whole calls and reports text deltas as they arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+from openai import AsyncOpenAI
+from openai.resources.chat.completions import AsyncCompletions
+
+from agentbench.errors import ModelError, ModelTimeoutError, UsageError
+from agentbench.runtime.models import ChatResponse, TextDeltaHandler, ToolCall, Usage
+from agentbench.runtime.retry import RetryPolicy, is_retryable_status, parse_retry_after
+
+log = logging.getLogger("agentbench.model")
+
+_SDK_KEYS = frozenset(inspect.signature(AsyncCompletions.create).parameters) - {
+    "self",
+    "extra_headers",
+    "extra_query",
+    "extra_body",
+    "timeout",
+}
+_STATUS_HINTS = {
+    401: "check the API key (OPENAI_API_KEY or api_key=)",
+    403: "the key is not allowed to use this model or endpoint",
+    404: "check the model name and the base_url (OPENAI_BASE_URL or base_url=)",
+}
+
+
+class _Retryable(Exception):  # noqa: N818 - internal signal, never escapes this module
+    def __init__(self, message: str, retry_after: float | None = None, *, timeout: bool = False):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.timeout = timeout
+
+
+@dataclass
+class _StreamState:
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    emitted: bool = False
+
+
+class OpenAIModel:
+    """A chat model behind any OpenAI-compatible `base_url` (OpenAI, vLLM, Ollama, ...)."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        retry: RetryPolicy | None = None,
+        default_headers: dict[str, str] | None = None,
+    ) -> None:
+        resolved = model or os.environ.get("AGENTBENCH_MODEL") or os.environ.get("OPENAI_MODEL")
+        if not resolved:
+            raise UsageError(
+                "OpenAIModel needs a model name: OpenAIModel('gpt-4o-mini') or set OPENAI_MODEL"
+            )
+        self.name = resolved
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        # Local servers (llama.cpp, Ollama, vLLM) accept any key; the SDK insists on one.
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or (
+            "unused" if self.base_url else None
+        )
+        if self._api_key is None:
+            raise UsageError(
+                "OpenAIModel needs an API key: set OPENAI_API_KEY, pass api_key=, or point "
+                "base_url= (or OPENAI_BASE_URL) at a local server"
+            )
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self._default_headers = default_headers
+        self._client: AsyncOpenAI | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAIModel({self.name!r}, base_url={self.base_url!r})"
+
+    def _get_client(self) -> AsyncOpenAI:
+        # An httpx connection pool belongs to the event loop that opened it; run_sync makes a
+        # new loop per call, so a client is reused only within its own loop.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            self._client = AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self.timeout_s,
+                default_headers=self._default_headers,
+            )
+            self._client_loop = loop
+        return self._client
+
+    @property
+    def endpoint(self) -> str:
+        return str(self.base_url or "https://api.openai.com/v1")
+
+    async def complete(
+        self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
+    ) -> ChatResponse:
+        started = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._attempt(request, on_text_delta)
+            except _Retryable as exc:
+                retry_after = exc.retry_after
+                if retry_after is not None and retry_after > self.retry.max_retry_after_s:
+                    raise ModelError(
+                        f"{exc}; the server asked to retry after {retry_after:g} s, more than "
+                        f"max_retry_after_s={self.retry.max_retry_after_s:g}",
+                        attempts=attempt,
+                    ) from None
+                if attempt >= self.retry.max_attempts:
+                    error = ModelTimeoutError if exc.timeout else ModelError
+                    raise error(
+                        f"model {self.name!r} at {self.endpoint}: {exc} "
+                        f"(gave up after {attempt} attempts)",
+                        attempts=attempt,
+                    ) from None
+                delay = self.retry.backoff(attempt, retry_after)
+                log.info("model call attempt %d failed (%s); retrying in %.2fs", attempt, exc, delay)
+                await asyncio.sleep(delay)
+                continue
+            return response.model_copy(
+                update={"latency_ms": (time.perf_counter() - started) * 1000, "attempts": attempt}
+            )
+
+    async def _attempt(
+        self, request: dict[str, Any], on_text_delta: TextDeltaHandler | None
+    ) -> ChatResponse:
+        body = {k: v for k, v in request.items() if k in _SDK_KEYS}
+        extra = {k: v for k, v in request.items() if k not in _SDK_KEYS}
+        body.setdefault("model", self.name)
+        stream = bool(body.get("stream"))
+        if stream:
+            body.setdefault("stream_options", {"include_usage": True})
+        client = self._get_client()
+        state = _StreamState()
+        try:
+            result = await client.chat.completions.create(
+                **body, extra_body=extra or None, timeout=self.timeout_s
+            )
+            if stream:
+                async for chunk in result:
+                    _absorb_chunk(state, chunk, on_text_delta)
+                return _stream_response(state)
+            return _parse_completion(result)
+        except openai.APITimeoutError:
+            raise _Retryable(f"timed out after {self.timeout_s:g} s", timeout=True) from None
+        except openai.APIConnectionError as exc:
+            if state.emitted:
+                raise ModelError(f"stream broke after text was delivered: {exc}") from None
+            raise _Retryable(f"connection failed: {exc}") from None
+        except openai.APIStatusError as exc:
+            raise _status_error(self, exc) from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ModelError(
+                f"model {self.name!r} at {self.endpoint} returned a body that is not a chat "
+                f"completion: {type(exc).__name__}: {exc}"
+            ) from None
+
+
+def _status_error(model: OpenAIModel, exc: openai.APIStatusError) -> Exception:
+    headers = dict(exc.response.headers)
+    message = f"HTTP {exc.status_code} from {model.endpoint}/chat/completions: {exc.message}"
+    if is_retryable_status(exc.status_code, headers):
+        return _Retryable(message, parse_retry_after(headers))
+    hint = _STATUS_HINTS.get(exc.status_code)
+    return ModelError(
+        f"model {model.name!r}: {message}" + (f" ({hint})" if hint else ""),
+        status_code=exc.status_code,
+    )
+
+
+def _usage(raw: Any) -> Usage:
+    if raw is None:
+        return Usage()
+    return Usage(
+        input_tokens=getattr(raw, "prompt_tokens", 0) or 0,
+        output_tokens=getattr(raw, "completion_tokens", 0) or 0,
+    )
+
+
+def _parse_completion(completion: Any) -> ChatResponse:
+    if not getattr(completion, "choices", None):
+        raise ValueError("the response has no choices")
+    choice = completion.choices[0]
+    message = choice.message
+    calls = [
+        ToolCall(name=c.function.name, arguments=c.function.arguments or "", id=c.id)
+        for c in (message.tool_calls or ())
+        if getattr(c, "function", None) is not None
+    ]
+    return ChatResponse(
+        text=message.content,
+        tool_calls=calls,
+        finish_reason=choice.finish_reason,
+        usage=_usage(completion.usage),
+        model=completion.model,
+        reasoning=getattr(message, "reasoning_content", None),
+        raw=completion.to_dict(),
+    )
+
+
+def _absorb_chunk(state: _StreamState, chunk: Any, on_text_delta: TextDeltaHandler | None) -> None:
+    state.chunks.append(chunk.to_dict())
+    state.model = state.model or getattr(chunk, "model", None)
+    if getattr(chunk, "usage", None) is not None:
+        state.usage = _usage(chunk.usage)
+    for choice in chunk.choices or ():
+        if choice.index != 0:
+            continue
+        delta = choice.delta
+        if delta is not None:
+            if delta.content:
+                state.text.append(delta.content)
+                state.emitted = True
+                if on_text_delta is not None:
+                    on_text_delta(delta.content)
+            reasoning = getattr(delta, "reasoning_content", None)
+            if reasoning:
+                state.reasoning.append(reasoning)
+            for fragment in delta.tool_calls or ():
+                _absorb_call_fragment(state, fragment)
+        if choice.finish_reason:
+            state.finish_reason = choice.finish_reason
+
+
+def _absorb_call_fragment(state: _StreamState, fragment: Any) -> None:
+    # Fragments of one call share an index; id and name arrive once, arguments in pieces.
+    call = state.calls.setdefault(fragment.index or 0, {"id": "", "name": "", "arguments": ""})
+    if fragment.id:
+        call["id"] = fragment.id
+    function = fragment.function
+    if function is not None:
+        if function.name:
+            call["name"] += function.name
+        if function.arguments:
+            call["arguments"] += function.arguments
+
+
+def _stream_response(state: _StreamState) -> ChatResponse:
+    calls = [
+        ToolCall(name=c["name"], arguments=c["arguments"], id=c["id"] or f"call_stream_{i}")
+        for i, c in sorted(state.calls.items())
+    ]
+    return ChatResponse(
+        text="".join(state.text) or None,
+        tool_calls=calls,
+        finish_reason=state.finish_reason,
+        usage=state.usage,
+        model=state.model,
+        reasoning="".join(state.reasoning) or None,
+        raw={"object": "chat.completion.chunks", "chunks": state.chunks},
+    )

@@ -1,0 +1,199 @@
+"""The mutable state of one run, and the `RunResult` it becomes.
+
+The runner's loop reads as a sequence of decisions; everything it remembers between them
+(the conversation, usage, the deadline, repeat counts, the facts for "state so far", the stop
+decision) lives here, so each run is isolated from every other by construction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from agentbench.errors import RunTimeoutError
+from agentbench.runtime.agent import Agent
+from agentbench.runtime.context import RunContext
+from agentbench.runtime.events import ErrorInfo, RunFinished, StopReason
+from agentbench.runtime.models import ChatModel, Usage
+
+_MAX_STATE_LINES = 20
+_STATE_LINE_CHARS = 240
+T = TypeVar("T")
+
+
+def new_run_id() -> str:
+    return f"run_{uuid.uuid4().hex}"
+
+
+@dataclass
+class RunResult:
+    """What a finished run produced. `events` holds every event, `RunFinished` last."""
+
+    run_id: str
+    agent: str
+    output: Any
+    stop_reason: StopReason
+    messages: list[dict[str, Any]]
+    usage: Usage
+    events: list[Any]
+    iterations: int
+    duration_ms: float
+    error: ErrorInfo | None = None
+    parent_run_id: str | None = None
+    hook_errors: list[str] = field(default_factory=list)
+
+    @property
+    def completed(self) -> bool:
+        return self.stop_reason is StopReason.COMPLETED
+
+
+@dataclass
+class Stop:
+    reason: StopReason
+    output: Any = None
+    error: ErrorInfo | None = None
+
+
+class RunState:
+    """Everything one run remembers between the loop's decisions."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        input: str | list[dict[str, Any]],
+        model: ChatModel,
+        *,
+        context: dict[str, Any] | None,
+        run_id: str | None,
+        parent_run_id: str | None,
+    ) -> None:
+        self.agent = agent
+        self.model = model
+        self.input = input
+        self.run_id = run_id or new_run_id()
+        self.parent_run_id = parent_run_id
+        self.context = RunContext(
+            run_id=self.run_id, agent=agent.name, variables=copy.deepcopy(dict(context or {}))
+        )
+        self.messages: list[dict[str, Any]] = (
+            [{"role": "user", "content": input}]
+            if isinstance(input, str)
+            else copy.deepcopy(list(input))
+        )
+        self.system_message: dict[str, Any] | None = None
+        self.usage = Usage()
+        self.iteration = 0
+        self.call_counts: Counter[tuple[str, str]] = Counter()
+        self.state_lines: list[str] = []
+        self.output_corrections = 0
+        self.stop: Stop | None = None
+        self.hook_errors: list[str] = []
+        self.events: list[Any] = []
+        self._seq = 0
+        self.started = time.perf_counter()
+        limit = agent.limits.timeout_s
+        self.deadline = None if limit is None else time.monotonic() + limit
+        self.tool_schemas = agent.tool_schemas()
+
+    def event(self, cls: type[T], **fields: Any) -> T:
+        """Stamp and remember a new event of this run."""
+        made = cls(run_id=self.run_id, seq=self._seq, agent=self.agent.name, **fields)
+        self._seq += 1
+        self.events.append(made)
+        return made
+
+    def finish(self, reason: StopReason, output: Any = None, error: ErrorInfo | None = None) -> None:
+        if self.stop is None:
+            self.stop = Stop(reason, output, error)
+
+    @property
+    def duration_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def remaining_s(self) -> float | None:
+        if self.deadline is None:
+            return None
+        return self.deadline - time.monotonic()
+
+    async def within_deadline(self, awaitable: Any) -> Any:
+        """Await under the run's wall-clock budget; raise RunTimeoutError when it runs out."""
+        remaining = self.remaining_s()
+        if remaining is None:
+            return await awaitable
+        if remaining <= 0:
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
+            raise RunTimeoutError(self._timeout_message())
+        try:
+            return await asyncio.wait_for(awaitable, remaining)
+        except TimeoutError:
+            raise RunTimeoutError(self._timeout_message()) from None
+
+    def _timeout_message(self) -> str:
+        return (
+            f"agent {self.agent.name!r} ran out of its {self.agent.limits.timeout_s:g} s budget "
+            f"at step {self.iteration}"
+        )
+
+    def remember(self, tool: str, arguments: str, kind: str, observation: str) -> None:
+        """Add one line to the "state so far" the instructions show."""
+        summary = observation.replace("\n", " ")
+        if len(summary) > _STATE_LINE_CHARS:
+            summary = summary[: _STATE_LINE_CHARS - 1] + "…"
+        self.state_lines.append(f"{tool}({arguments}) → {kind}: {summary}")
+        del self.state_lines[:-_MAX_STATE_LINES]
+
+    def close_open_calls(self) -> None:
+        """Answer every tool call left without a result, so the conversation stays valid.
+
+        A run stopped mid-turn (loop detected, timeout, error) would otherwise leave an
+        assistant `tool_calls` message whose calls have no tool messages, which the OpenAI API
+        rejects if the conversation is ever continued.
+        """
+        answered = {m.get("tool_call_id") for m in self.messages if m.get("role") == "tool"}
+        reason = self.stop.reason.value if self.stop else "stopped"
+        for index in range(len(self.messages) - 1, -1, -1):
+            message = self.messages[index]
+            if message.get("role") == "assistant" and message.get("tool_calls"):
+                missing = [c["id"] for c in message["tool_calls"] if c["id"] not in answered]
+                self.messages.extend(
+                    {"role": "tool", "tool_call_id": call_id,
+                     "content": f"Not executed: the run stopped ({reason})."}
+                    for call_id in missing
+                )
+                break
+
+    def finished_event(self) -> RunFinished:
+        stop = self.stop or Stop(StopReason.ERROR, error=ErrorInfo(type="Internal", message="?"))
+        return self.event(
+            RunFinished,
+            stop_reason=stop.reason,
+            output=stop.output,
+            error=stop.error,
+            usage=self.usage,
+            iterations=self.iteration,
+            duration_ms=self.duration_ms,
+        )
+
+    def result(self) -> RunResult:
+        stop = self.stop or Stop(StopReason.ERROR)
+        messages = ([self.system_message] if self.system_message else []) + self.messages
+        return RunResult(
+            run_id=self.run_id,
+            agent=self.agent.name,
+            output=stop.output,
+            stop_reason=stop.reason,
+            messages=messages,
+            usage=self.usage,
+            events=self.events,
+            iterations=self.iteration,
+            duration_ms=self.duration_ms,
+            error=stop.error,
+            parent_run_id=self.parent_run_id,
+            hook_errors=self.hook_errors,
+        )

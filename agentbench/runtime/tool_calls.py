@@ -1,0 +1,184 @@
+"""Executing one turn's tool calls: check, detect repeats, run, and report as events.
+
+A call the model got wrong (unknown tool, unparseable or invalid arguments) is answered with
+an observation that shows what was expected, so the model can correct itself. A call repeated
+with identical arguments is warned about, then stops the run. Calls run concurrently only
+when every call in the turn is `read_only`; anything that writes runs in the model's order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from agentbench.runtime.arguments import ArgumentsParseError, parse_arguments
+from agentbench.runtime.events import (
+    GuardTriggered,
+    StopReason,
+    ToolCallRejected,
+    ToolFinished,
+    ToolStarted,
+)
+from agentbench.runtime.models import ToolCall
+from agentbench.runtime.run_state import RunState
+from agentbench.runtime.tools import Effect, ResultKind, Tool, ToolResult
+
+
+@dataclass
+class PlannedCall:
+    call: ToolCall
+    arguments: dict[str, Any]
+    tool: Tool | None = None
+    kwargs: dict[str, Any] | None = None
+    rejection: tuple[str, str] | None = None  # (reason, observation)
+    repeats: int = 1
+
+
+def _schema_text(tool: Tool) -> str:
+    return orjson.dumps(tool.parameters).decode()
+
+
+def _validation_text(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error["loc"]) or "(arguments)"
+        got = f" (got {error['input']!r})" if error["type"] != "missing" else ""
+        lines.append(f"- {where}: {error['msg']}{got}")
+    return "\n".join(lines)
+
+
+def plan_call(run: RunState, call: ToolCall) -> PlannedCall:
+    """Parse and validate one call, and count how often it has been made."""
+    registry = run.agent.registry
+    try:
+        arguments = parse_arguments(call.arguments)
+    except ArgumentsParseError as exc:
+        tool = registry.get(call.name)
+        schema = f" Send a JSON object matching this schema: {_schema_text(tool)}" if tool else ""
+        return PlannedCall(
+            call, {}, rejection=("invalid_json", f"Error calling {call.name!r}: {exc}.{schema}")
+        )
+    tool = registry.get(call.name)
+    if tool is None:
+        available = "; ".join(f"{t.name}: {t.description or 'no description'}" for t in registry)
+        return PlannedCall(
+            call,
+            arguments,
+            rejection=(
+                "unknown_tool",
+                f"Error: there is no tool named {call.name!r}. Available tools — "
+                f"{available or 'none'}. Call one of these, or answer without a tool.",
+            ),
+        )
+    try:
+        kwargs = tool.validate(arguments)
+    except ValidationError as exc:
+        return PlannedCall(
+            call,
+            arguments,
+            tool=tool,
+            rejection=(
+                "invalid_arguments",
+                f"Error: the arguments for {call.name!r} do not match its schema:\n"
+                f"{_validation_text(exc)}\nExpected schema: {_schema_text(tool)}",
+            ),
+        )
+    key = (tool.name, orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode())
+    run.call_counts[key] += 1
+    return PlannedCall(call, arguments, tool=tool, kwargs=kwargs, repeats=run.call_counts[key])
+
+
+def tool_message(call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+async def run_tool_calls(run: RunState, calls: list[ToolCall], step: int) -> AsyncIterator[Any]:
+    """Yield the events of one turn's tool calls and append their messages to the run."""
+    planned = [plan_call(run, call) for call in calls]
+    limits = run.agent.limits
+    looping = next((p for p in planned if p.rejection is None and p.repeats >= limits.repeat_stop_at), None)
+    if looping is not None:
+        message = (
+            f"{looping.call.name} was called {looping.repeats} times with the same arguments "
+            f"{looping.call.arguments}; stopping (repeat_stop_at={limits.repeat_stop_at})"
+        )
+        yield run.event(GuardTriggered, step=step, guard="loop_detected", action="stop", message=message)
+        run.finish(StopReason.LOOP_DETECTED)
+        return
+
+    for p in planned:
+        if p.rejection is not None:
+            reason, observation = p.rejection
+            yield run.event(
+                ToolCallRejected,
+                step=step,
+                call_id=p.call.id,
+                tool=p.call.name,
+                raw_arguments=p.call.arguments,
+                reason=reason,
+                message=observation,
+            )
+
+    ready = [p for p in planned if p.rejection is None]
+    results: dict[str, ToolResult] = {}
+    if len(ready) > 1 and all(p.tool.effect is Effect.READ_ONLY for p in ready):  # type: ignore[union-attr]
+        for p in ready:
+            yield _started(run, p, step)
+        outcomes = await run.within_deadline(
+            asyncio.gather(*(p.tool.run(p.kwargs, run.context) for p in ready))  # type: ignore[union-attr]
+        )
+        results = {p.call.id: r for p, r in zip(ready, outcomes, strict=True)}
+        for p in ready:
+            yield _finished(run, p, results[p.call.id], step)
+    else:
+        for p in ready:
+            yield _started(run, p, step)
+            results[p.call.id] = await run.within_deadline(p.tool.run(p.kwargs, run.context))  # type: ignore[union-attr]
+            yield _finished(run, p, results[p.call.id], step)
+
+    for p in planned:
+        async for event in _answer(run, p, results.get(p.call.id), step):
+            yield event
+
+
+async def _answer(
+    run: RunState, p: PlannedCall, result: ToolResult | None, step: int
+) -> AsyncIterator[Any]:
+    """Append the tool message for one call, with a repeat warning when one is due."""
+    if result is None:
+        run.messages.append(tool_message(p.call.id, p.rejection[1] if p.rejection else ""))
+        return
+    content = result.observation()
+    run.remember(p.call.name, p.call.arguments, result.kind.value, content)
+    if p.repeats >= run.agent.limits.repeat_warn_at:
+        warning = (
+            f"This is call number {p.repeats} of {p.call.name} with these same arguments. "
+            "Calling it again with the same arguments will stop the run; use the result you "
+            "have or change your approach."
+        )
+        yield run.event(GuardTriggered, step=step, guard="repeated_call", action="warn", message=warning)
+        content = f"{content}\n\n[agentbench] {warning}"
+    run.messages.append(tool_message(p.call.id, content))
+    if result.kind is ResultKind.BUSINESS_FAILURE and result.stop:
+        run.finish(StopReason.BUSINESS_STOP, output=result.error)
+
+
+def _started(run: RunState, p: PlannedCall, step: int) -> ToolStarted:
+    return run.event(ToolStarted, step=step, call_id=p.call.id, tool=p.call.name, arguments=p.arguments)
+
+
+def _finished(run: RunState, p: PlannedCall, result: ToolResult, step: int) -> ToolFinished:
+    return run.event(
+        ToolFinished,
+        step=step,
+        call_id=p.call.id,
+        tool=p.call.name,
+        arguments=p.arguments,
+        result=result,
+        effect=p.tool.effect.value,  # type: ignore[union-attr]
+    )

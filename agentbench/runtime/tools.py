@@ -1,0 +1,326 @@
+"""Tools: the `@tool` decorator, three-state `ToolResult`, and the registry.
+
+A tool is a Python function whose signature becomes its JSON Schema (see `tool_schema`).
+Calling it never raises into the runner: the outcome is a `ToolResult` that is `ok`,
+`business_failure` (the tool worked and the answer is "no" — retrying will not help) or
+`system_error` (an exception or a timeout — the tool itself failed). Each tool declares its
+effect, its timeout and whether it is idempotent, which is what replay and parallel execution
+need to know to treat it safely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import functools
+import inspect
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, Callable, Literal, overload
+
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agentbench.errors import ToolDefinitionError
+from agentbench.runtime.context import RunContext
+from agentbench.runtime.tool_schema import build_function_schema
+
+DEFAULT_TOOL_TIMEOUT_S = 10.0
+DEFAULT_MAX_RESULT_CHARS = 2_000
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class Effect(str, enum.Enum):
+    """What running a tool does to the world; replay and parallelism depend on it."""
+
+    READ_ONLY = "read_only"
+    WRITE = "write"
+    UNKNOWN = "unknown"
+
+
+class ResultKind(str, enum.Enum):
+    OK = "ok"
+    BUSINESS_FAILURE = "business_failure"
+    SYSTEM_ERROR = "system_error"
+
+
+class BusinessFailure(Exception):  # noqa: N818 - the user's word for it, not an error of ours
+    """Raise from a tool to say "the tool worked, and the answer is no" (do not retry).
+
+    With `stop=True` the answer ends the run (stop reason `business_stop`), for outcomes no
+    further reasoning can change, such as a refused payment or a closed account.
+    """
+
+    def __init__(self, message: str, data: Any = None, *, stop: bool = False) -> None:
+        self.message = message
+        self.data = data
+        self.stop = stop
+        super().__init__(message)
+
+
+class ToolResult(BaseModel):
+    """The outcome of one tool call."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ResultKind
+    data: Any = None
+    error: str | None = None
+    duration_ms: float = 0.0
+    truncated: bool = False
+    stop: bool = False  # a business failure that ends the run
+
+    @classmethod
+    def ok(cls, data: Any = None) -> ToolResult:
+        return cls(kind=ResultKind.OK, data=data)
+
+    @classmethod
+    def business_failure(cls, error: str, data: Any = None, *, stop: bool = False) -> ToolResult:
+        return cls(kind=ResultKind.BUSINESS_FAILURE, error=error, data=data, stop=stop)
+
+    @classmethod
+    def system_error(cls, error: str) -> ToolResult:
+        return cls(kind=ResultKind.SYSTEM_ERROR, error=error)
+
+    @property
+    def is_ok(self) -> bool:
+        return self.kind is ResultKind.OK
+
+    def observation(self) -> str:
+        """The text the model sees for this result."""
+        if self.kind is ResultKind.OK:
+            return _as_text(self.data)
+        if self.kind is ResultKind.BUSINESS_FAILURE:
+            detail = f" {_as_text(self.data)}" if self.data is not None else ""
+            return (
+                f"[business_failure] {self.error}{detail}\n"
+                "(The tool worked; this is its answer. Retrying the same call will not change it.)"
+            )
+        return f"[system_error] {self.error}"
+
+
+def _as_text(data: Any) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, str):
+        return data
+    if isinstance(data, BaseModel):
+        return data.model_dump_json()
+    try:
+        return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return str(data)
+
+
+def truncate_text(text: str, limit: int) -> tuple[str, bool]:
+    """Cut `text` to `limit` chars with a marker the model (and a reader) cannot miss."""
+    if limit <= 0 or len(text) <= limit:
+        return text, False
+    cut = len(text) - limit
+    return f"{text[:limit]}\n…[truncated {cut:,} of {len(text):,} chars]", True
+
+
+class Tool:
+    """A function the model can call, with its schema, policy and a safe `invoke`."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        effect: Effect | str = Effect.UNKNOWN,
+        timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
+        idempotent: bool = False,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        if not _TOOL_NAME.match(self.name):
+            raise ToolDefinitionError(
+                f"tool name {self.name!r} is not allowed: use 1-64 letters, digits, '_' or '-'"
+            )
+        try:
+            self.effect = Effect(effect)
+        except ValueError:
+            valid = ", ".join(e.value for e in Effect)
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: effect {effect!r} is not one of: {valid}"
+            ) from None
+        if timeout_s is not None and timeout_s <= 0:
+            raise ToolDefinitionError(f"tool {self.name!r}: timeout_s must be positive")
+        self.timeout_s = timeout_s
+        self.idempotent = idempotent
+        self.max_result_chars = max_result_chars
+        self.is_async = inspect.iscoroutinefunction(fn)
+        schema = build_function_schema(fn, name=self.name, description=description)
+        self.description = schema.description
+        self.parameters = schema.parameters
+        self.args_model = schema.args_model
+        self.context_param = schema.context_param
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the underlying function directly, as if it were not a tool."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r}, effect={self.effect.value}, timeout_s={self.timeout_s})"
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The entry for this tool in a chat-completions request's `tools` list."""
+        function: dict[str, Any] = {"name": self.name, "parameters": self.parameters}
+        if self.description:
+            function["description"] = self.description
+        return {"type": "function", "function": function}
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Check the model's arguments; raises pydantic's ValidationError when they are wrong."""
+        model = self.args_model.model_validate(arguments)
+        return {field: getattr(model, field) for field in type(model).model_fields}
+
+    async def invoke(
+        self, arguments: dict[str, Any], context: RunContext | None = None
+    ) -> ToolResult:
+        """Validate, run with the timeout, and classify the outcome. Never raises."""
+        try:
+            kwargs = self.validate(arguments)
+        except ValidationError as exc:
+            return ToolResult.system_error(f"invalid arguments for {self.name!r}: {exc}")
+        return await self.run(kwargs, context)
+
+    async def run(self, kwargs: dict[str, Any], context: RunContext | None = None) -> ToolResult:
+        """Run with already-validated arguments, enforcing the timeout. Never raises."""
+        started = time.perf_counter()
+        if self.context_param is not None:
+            kwargs[self.context_param] = context
+        try:
+            value = await self._call_with_timeout(kwargs)
+            result = value if isinstance(value, ToolResult) else ToolResult.ok(value)
+        except BusinessFailure as exc:
+            result = ToolResult.business_failure(exc.message, exc.data, stop=exc.stop)
+        except TimeoutError:
+            result = ToolResult.system_error(
+                f"tool {self.name!r} timed out after {self.timeout_s:g} s"
+            )
+        except Exception as exc:
+            result = ToolResult.system_error(f"{type(exc).__name__}: {exc}")
+        return _finish(result, started, self.max_result_chars)
+
+    async def _call_with_timeout(self, kwargs: dict[str, Any]) -> Any:
+        if self.is_async:
+            return await asyncio.wait_for(self.fn(**kwargs), self.timeout_s)
+        return await run_in_daemon_thread(functools.partial(self.fn, **kwargs), self.timeout_s)
+
+
+def _finish(result: ToolResult, started: float, limit: int) -> ToolResult:
+    update: dict[str, Any] = {"duration_ms": (time.perf_counter() - started) * 1000}
+    if result.kind is ResultKind.OK and not isinstance(result.data, str | None | bool | int | float):
+        # Structured data is kept whole unless its text would blow the limit.
+        text = _as_text(result.data)
+        if len(text) > limit:
+            update["data"], update["truncated"] = truncate_text(text, limit)
+    elif isinstance(result.data, str):
+        update["data"], update["truncated"] = truncate_text(result.data, limit)
+    if result.error is not None:
+        update["error"], cut = truncate_text(result.error, limit)
+        update["truncated"] = update.get("truncated", False) or cut
+    return result.model_copy(update=update)
+
+
+async def run_in_daemon_thread(fn: Callable[[], Any], timeout_s: float | None) -> Any:
+    """Run a blocking call in its own daemon thread and stop waiting after `timeout_s`.
+
+    Python cannot kill a thread, so a hung sync tool keeps its thread; a fresh daemon thread
+    per call means a hung tool neither starves a shared pool nor keeps the process alive.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        try:
+            value = fn()
+        except BaseException as exc:
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, value, None)
+
+    threading.Thread(target=target, name="agentbench-tool", daemon=True).start()
+    return await asyncio.wait_for(future, timeout_s)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect: Effect | Literal["read_only", "write", "unknown"] = Effect.UNKNOWN,
+    timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
+    idempotent: bool = False,
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """Turn a function into a `Tool`; use bare (`@tool`) or with options (`@tool(effect=...)`)."""
+    if fn is not None:
+        return Tool(fn, **options)
+    return lambda f: Tool(f, **options)
+
+
+class ToolRegistry:
+    """The tools of one agent, by name; two tools may not share a name."""
+
+    def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.add(item)
+
+    def add(self, item: Tool | Callable[..., Any]) -> Tool:
+        added = item if isinstance(item, Tool) else Tool(item)
+        existing = self._tools.get(added.name)
+        if existing is not None:
+            raise ToolDefinitionError(
+                f"duplicate tool name {added.name!r}: {_where(existing.fn)} and "
+                f"{_where(added.fn)}; give one of them another name (@tool(name=...))"
+            )
+        self._tools[added.name] = added
+        return added
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def openai_schemas(self) -> list[dict[str, Any]]:
+        return [t.openai_schema() for t in self._tools.values()]
+
+
+def _where(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", "?")
+    return f"{module}.{getattr(fn, '__qualname__', repr(fn))}"

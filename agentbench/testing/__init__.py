@@ -1,0 +1,29 @@
+"""Test doubles for agentbench users and agentbench's own tests.
+
+`ScriptedModel` and `FunctionModel` answer without any network; `OpenAICompatibleServer`
+is a real HTTP server on 127.0.0.1 for exercising `OpenAIModel` through the real openai SDK.
+"""
+
+from agentbench.runtime.models import CallInfo, FunctionModel, ScriptedModel
+from agentbench.testing.server import (
+    Delay,
+    HTTPFault,
+    OpenAICompatibleServer,
+    RawBody,
+    ReceivedRequest,
+    completion_body,
+    stream_chunks,
+)
+
+__all__ = [
+    "CallInfo",
+    "Delay",
+    "FunctionModel",
+    "HTTPFault",
+    "OpenAICompatibleServer",
+    "RawBody",
+    "ReceivedRequest",
+    "ScriptedModel",
+    "completion_body",
+    "stream_chunks",
+]
