@@ -34,9 +34,7 @@ class InstructionsError(AgentbenchError):
 class ModelError(AgentbenchError):
     """The model provider failed in a way retries could not fix."""
 
-    def __init__(
-        self, message: str, *, status_code: int | None = None, attempts: int = 1
-    ) -> None:
+    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 1) -> None:
         self.status_code = status_code
         self.attempts = attempts
         super().__init__(message)

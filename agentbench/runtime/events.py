@@ -22,7 +22,7 @@ from agentbench.runtime.tools import ToolResult
 log = logging.getLogger("agentbench.events")
 
 
-class StopReason(str, enum.Enum):
+class StopReason(enum.StrEnum):
     """Why a run ended: a closed set (DESIGN.md)."""
 
     COMPLETED = "completed"
@@ -161,7 +161,7 @@ Event = Annotated[
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
-Hook: TypeAlias = Callable[[Any], "None | Awaitable[None]"]
+Hook: TypeAlias = Callable[[Any], "Awaitable[None] | None"]
 
 
 async def notify(hooks: Sequence[Hook], event: Any, failures: list[str]) -> None:

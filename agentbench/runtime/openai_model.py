@@ -81,8 +81,8 @@ class OpenAIModel:
         self.name = resolved
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         # Local servers (llama.cpp, Ollama, vLLM) accept any key; the SDK insists on one.
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or (
-            "unused" if self.base_url else None
+        self._api_key = (
+            api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if self.base_url else None)
         )
         if self._api_key is None:
             raise UsageError(
@@ -113,6 +113,18 @@ class OpenAIModel:
             self._client_loop = loop
         return self._client
 
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the client that belongs to the running loop."""
+        client, self._client = self._client, None
+        if client is not None and self._client_loop is asyncio.get_running_loop():
+            await client.close()
+
+    async def __aenter__(self) -> OpenAIModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     @property
     def endpoint(self) -> str:
         return str(self.base_url or "https://api.openai.com/v1")
@@ -142,7 +154,9 @@ class OpenAIModel:
                         attempts=attempt,
                     ) from None
                 delay = self.retry.backoff(attempt, retry_after)
-                log.info("model call attempt %d failed (%s); retrying in %.2fs", attempt, exc, delay)
+                log.info(
+                    "model call attempt %d failed (%s); retrying in %.2fs", attempt, exc, delay
+                )
                 await asyncio.sleep(delay)
                 continue
             return response.model_copy(

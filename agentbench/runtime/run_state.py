@@ -107,7 +107,9 @@ class RunState:
         self.events.append(made)
         return made
 
-    def finish(self, reason: StopReason, output: Any = None, error: ErrorInfo | None = None) -> None:
+    def finish(
+        self, reason: StopReason, output: Any = None, error: ErrorInfo | None = None
+    ) -> None:
         if self.stop is None:
             self.stop = Stop(reason, output, error)
 
@@ -162,8 +164,11 @@ class RunState:
             if message.get("role") == "assistant" and message.get("tool_calls"):
                 missing = [c["id"] for c in message["tool_calls"] if c["id"] not in answered]
                 self.messages.extend(
-                    {"role": "tool", "tool_call_id": call_id,
-                     "content": f"Not executed: the run stopped ({reason})."}
+                    {
+                        "role": "tool",
+                        "tool_call_id": call_id,
+                        "content": f"Not executed: the run stopped ({reason}).",
+                    }
                     for call_id in missing
                 )
                 break

@@ -102,12 +102,22 @@ class Runner:
     @classmethod
     def run_sync(cls, agent: Agent, input: RunInput, **kwargs: Any) -> RunResult:
         """`run` for scripts; works even when called from inside a running event loop."""
+
+        async def run_and_close() -> RunResult:
+            try:
+                return await cls.run(agent, input, **kwargs)
+            finally:
+                # This loop dies with the call: release the model's connections bound to it.
+                closer = getattr(kwargs.get("model") or agent.model, "aclose", None)
+                if closer is not None:
+                    await closer()
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(cls.run(agent, input, **kwargs))
+            return asyncio.run(run_and_close())
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(asyncio.run, cls.run(agent, input, **kwargs)).result()
+            return pool.submit(asyncio.run, run_and_close()).result()
 
     @classmethod
     async def run_many(
@@ -227,7 +237,9 @@ def _check_brakes(run: RunState) -> GuardTriggered | None:
         guard = "token_budget"
     else:
         return None
-    return run.event(GuardTriggered, step=run.iteration, guard=guard, action="stop", message=message)
+    return run.event(
+        GuardTriggered, step=run.iteration, guard=guard, action="stop", message=message
+    )
 
 
 def _build_request(run: RunState) -> dict[str, Any]:

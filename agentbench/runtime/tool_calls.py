@@ -101,13 +101,17 @@ async def run_tool_calls(run: RunState, calls: list[ToolCall], step: int) -> Asy
     """Yield the events of one turn's tool calls and append their messages to the run."""
     planned = [plan_call(run, call) for call in calls]
     limits = run.agent.limits
-    looping = next((p for p in planned if p.rejection is None and p.repeats >= limits.repeat_stop_at), None)
+    looping = next(
+        (p for p in planned if p.rejection is None and p.repeats >= limits.repeat_stop_at), None
+    )
     if looping is not None:
         message = (
             f"{looping.call.name} was called {looping.repeats} times with the same arguments "
             f"{looping.call.arguments}; stopping (repeat_stop_at={limits.repeat_stop_at})"
         )
-        yield run.event(GuardTriggered, step=step, guard="loop_detected", action="stop", message=message)
+        yield run.event(
+            GuardTriggered, step=step, guard="loop_detected", action="stop", message=message
+        )
         run.finish(StopReason.LOOP_DETECTED)
         return
 
@@ -161,7 +165,9 @@ async def _answer(
             "Calling it again with the same arguments will stop the run; use the result you "
             "have or change your approach."
         )
-        yield run.event(GuardTriggered, step=step, guard="repeated_call", action="warn", message=warning)
+        yield run.event(
+            GuardTriggered, step=step, guard="repeated_call", action="warn", message=warning
+        )
         content = f"{content}\n\n[agentbench] {warning}"
     run.messages.append(tool_message(p.call.id, content))
     if result.kind is ResultKind.BUSINESS_FAILURE and result.stop:
@@ -169,7 +175,9 @@ async def _answer(
 
 
 def _started(run: RunState, p: PlannedCall, step: int) -> ToolStarted:
-    return run.event(ToolStarted, step=step, call_id=p.call.id, tool=p.call.name, arguments=p.arguments)
+    return run.event(
+        ToolStarted, step=step, call_id=p.call.id, tool=p.call.name, arguments=p.arguments
+    )
 
 
 def _finished(run: RunState, p: PlannedCall, result: ToolResult, step: int) -> ToolFinished:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import inspect
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -39,8 +40,14 @@ def build_function_schema(
     """Build the schema of `fn`, raising ToolDefinitionError for what a tool cannot express."""
     try:
         signature = inspect.signature(fn)
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except (NameError, TypeError, ValueError) as exc:
+        # RunContext resolves even when imported inside a function under postponed annotations.
+        hints = typing.get_type_hints(fn, localns={"RunContext": RunContext}, include_extras=True)
+    except NameError as exc:
+        raise ToolDefinitionError(
+            f"tool {name!r}: cannot resolve the annotation {exc.name!r}; import or define it at "
+            "module level so its type (and so the tool's schema) can be read"
+        ) from exc
+    except (TypeError, ValueError) as exc:
         raise ToolDefinitionError(f"tool {name!r}: cannot read the signature: {exc}") from exc
 
     doc = parse_docstring(inspect.getdoc(fn))

@@ -11,14 +11,15 @@ need to know to treat it safely.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import functools
 import inspect
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any, Callable, Literal, overload
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Literal, overload
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -32,7 +33,7 @@ DEFAULT_MAX_RESULT_CHARS = 2_000
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-class Effect(str, enum.Enum):
+class Effect(enum.StrEnum):
     """What running a tool does to the world; replay and parallelism depend on it."""
 
     READ_ONLY = "read_only"
@@ -40,7 +41,7 @@ class Effect(str, enum.Enum):
     UNKNOWN = "unknown"
 
 
-class ResultKind(str, enum.Enum):
+class ResultKind(enum.StrEnum):
     OK = "ok"
     BUSINESS_FAILURE = "business_failure"
     SYSTEM_ERROR = "system_error"
@@ -217,7 +218,9 @@ class Tool:
 
 def _finish(result: ToolResult, started: float, limit: int) -> ToolResult:
     update: dict[str, Any] = {"duration_ms": (time.perf_counter() - started) * 1000}
-    if result.kind is ResultKind.OK and not isinstance(result.data, str | None | bool | int | float):
+    if result.kind is ResultKind.OK and not isinstance(
+        result.data, str | None | bool | int | float
+    ):
         # Structured data is kept whole unless its text would blow the limit.
         text = _as_text(result.data)
         if len(text) > limit:
@@ -249,11 +252,13 @@ async def run_in_daemon_thread(fn: Callable[[], Any], timeout_s: float | None) -
 
     def target() -> None:
         try:
-            value = fn()
+            value, error = fn(), None
         except BaseException as exc:
-            loop.call_soon_threadsafe(settle, None, exc)
-        else:
-            loop.call_soon_threadsafe(settle, value, None)
+            value, error = None, exc
+        # A tool that outlived its timeout may finish after the loop has closed; its result
+        # has no one left to receive it.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, error)
 
     threading.Thread(target=target, name="agentbench-tool", daemon=True).start()
     return await asyncio.wait_for(future, timeout_s)

@@ -9,6 +9,7 @@ words and tool-call arguments into small fragments, as real providers do.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import threading
@@ -88,8 +89,12 @@ class OpenAICompatibleServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
+        # A short poll interval keeps stop() quick (shutdown waits for one poll).
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="agentbench-test-server", daemon=True
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="agentbench-test-server",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -130,8 +135,8 @@ class OpenAICompatibleServer:
         if self._responder is not None:
             return self._responder(body)
         return HTTPFault(
-            400, f"agentbench test server: no scripted response left for request "
-            f"#{len(self.requests)}"
+            400,
+            f"agentbench test server: no scripted response left for request #{len(self.requests)}",
         )
 
     def _record(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> None:
@@ -148,9 +153,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
-            self._send_json(200, {"object": "list", "data": [{"id": self.owner.model, "object": "model"}]})
+            self._send_json(
+                200, {"object": "list", "data": [{"id": self.owner.model, "object": "model"}]}
+            )
         else:
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            self._send_json(
+                404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
+            )
 
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
@@ -162,13 +171,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.owner._record(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
         if not self.path.rstrip("/").endswith("/chat/completions"):
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            self._send_json(
+                404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
+            )
             return
         item = self.owner._next_item(body)
-        try:
+        # A client that gave up (a timeout test) leaves nobody to answer.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self._answer(item, body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (a timeout test); nothing to do
 
     def _answer(self, item: Any, body: dict[str, Any]) -> None:
         if callable(item) and not isinstance(item, type) and not inspect.isclass(item):
@@ -209,7 +219,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("connection", "close")
         self.end_headers()
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        for chunk in stream_chunks(response, self.owner.model, self.owner.fragment_chars, include_usage):
+        for chunk in stream_chunks(
+            response, self.owner.model, self.owner.fragment_chars, include_usage
+        ):
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")
