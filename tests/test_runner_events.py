@@ -36,7 +36,6 @@ async def test_events_have_run_id_sequence_and_roundtrip_through_the_union() -> 
         "tool_started",
         "tool_finished",
         "model_request",
-        "text_delta",
         "model_response",
         "run_finished",
     ]

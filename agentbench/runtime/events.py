@@ -118,6 +118,44 @@ class ToolCallRejected(_EventBase):
     message: str
 
 
+class ContextChanged(_EventBase):
+    """A context variable was added, changed or removed."""
+
+    kind: Literal["context_changed"] = "context_changed"
+    step: int
+    scope: Literal["request", "session", "global"]
+    key: str
+    op: Literal["add", "change", "remove"]
+    old: Any = None
+    new: Any = None
+
+
+class MemoryDecision(_EventBase):
+    """The memory policy changed what the model will see: so a trace shows what it did not."""
+
+    kind: Literal["memory_decision"] = "memory_decision"
+    step: int
+    action: Literal["dropped", "summarized", "truncated"]
+    reason: str
+    messages: int  # how many messages the action touched
+    tokens_before: int
+    tokens_after: int
+    summary: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class Handoff(_EventBase):
+    """Control passed from this agent to another; the target runs as a child run."""
+
+    kind: Literal["handoff"] = "handoff"
+    step: int
+    mode: Literal["tool", "structured", "router", "chain"]
+    from_agent: str
+    to_agent: str
+    reason: str = ""
+    child_run_id: str | None = None
+
+
 GuardName: TypeAlias = Literal[
     "max_iterations",
     "timeout",
@@ -125,6 +163,7 @@ GuardName: TypeAlias = Literal[
     "loop_detected",
     "token_budget",
     "output_validation",
+    "ping_pong",
 ]
 
 
@@ -154,6 +193,9 @@ Event = Annotated[
     | ToolStarted
     | ToolFinished
     | ToolCallRejected
+    | ContextChanged
+    | MemoryDecision
+    | Handoff
     | GuardTriggered
     | RunFinished,
     Field(discriminator="kind"),

@@ -147,8 +147,11 @@ def to_response(item: Any, request: dict[str, Any], model_name: str) -> ChatResp
     return response.model_copy(update=update)
 
 
-def _stream_text(text: str | None, on_text_delta: TextDeltaHandler | None) -> None:
-    if not text or on_text_delta is None:
+def _stream_text(
+    text: str | None, request: dict[str, Any], on_text_delta: TextDeltaHandler | None
+) -> None:
+    """Report `text` word by word, as a streaming provider would — only if asked to stream."""
+    if not text or on_text_delta is None or not request.get("stream"):
         return
     words = text.split(" ")
     for i, word in enumerate(words):
@@ -188,7 +191,7 @@ class ScriptedModel:
                 f"content={str(last.get('content'))[:120]!r}); add more items to the script"
             )
         response = to_response(self._items.popleft(), request, self.name)
-        _stream_text(response.text, on_text_delta)
+        _stream_text(response.text, request, on_text_delta)
         return response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})
 
     def assert_complete(self) -> None:
@@ -233,5 +236,5 @@ class FunctionModel:
         if inspect.isawaitable(item):
             item = await item
         response = to_response(item, request, self.name)
-        _stream_text(response.text, on_text_delta)
+        _stream_text(response.text, request, on_text_delta)
         return response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})
