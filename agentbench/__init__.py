@@ -15,8 +15,9 @@ from agentbench.errors import (
     UsageError,
 )
 from agentbench.runtime.agent import Agent, Limits, ModelSettings
-from agentbench.runtime.context import RunContext
+from agentbench.runtime.context import Context, RunContext, Scope
 from agentbench.runtime.events import Event, StopReason
+from agentbench.runtime.memory import MemoryPolicy
 from agentbench.runtime.models import (
     ChatModel,
     ChatResponse,
@@ -26,9 +27,11 @@ from agentbench.runtime.models import (
     Usage,
 )
 from agentbench.runtime.openai_model import OpenAIModel
+from agentbench.runtime.orchestration import AgentInfo, AgentRegistry, Router
 from agentbench.runtime.retry import RetryPolicy
 from agentbench.runtime.run_state import RunResult
 from agentbench.runtime.runner import Runner
+from agentbench.runtime.summarizers import LLMSummarizer, RuleSummarizer
 from agentbench.runtime.tools import (
     BusinessFailure,
     Effect,
@@ -41,15 +44,20 @@ from agentbench.runtime.tools import (
 
 __all__ = [
     "Agent",
+    "AgentInfo",
+    "AgentRegistry",
     "AgentbenchError",
     "BusinessFailure",
     "ChatModel",
     "ChatResponse",
+    "Context",
     "Effect",
     "Event",
     "FunctionModel",
     "InstructionsError",
+    "LLMSummarizer",
     "Limits",
+    "MemoryPolicy",
     "ModelError",
     "ModelSettings",
     "ModelTimeoutError",
@@ -57,9 +65,12 @@ __all__ = [
     "OutputValidationError",
     "ResultKind",
     "RetryPolicy",
+    "Router",
+    "RuleSummarizer",
     "RunContext",
     "RunResult",
     "Runner",
+    "Scope",
     "ScriptExhaustedError",
     "ScriptedModel",
     "StopReason",

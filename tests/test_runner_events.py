@@ -277,8 +277,8 @@ async def test_context_mutation_in_one_run_does_not_leak() -> None:
 
     @tool
     def bump(ctx: RunContext) -> int:
-        ctx.variables["count"] = ctx.variables.get("count", 0) + 1
-        return ctx.variables["count"]
+        ctx.set("count", ctx.get("count", 0) + 1)
+        return ctx.get("count")
 
     shared = {"count": 0}
     agent = Agent(name="a", tools=[bump])

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentbench.errors import UsageError
 from agentbench.runtime.instructions import InstructionsTemplate
+from agentbench.runtime.memory import MemoryPolicy
 from agentbench.runtime.models import ChatModel
 from agentbench.runtime.tools import Tool, ToolRegistry
 
@@ -60,6 +61,10 @@ class Limits(BaseModel):
     repeat_warn_at: int = Field(2, ge=2)
     repeat_stop_at: int = Field(3, ge=2)
     token_budget: int | None = Field(None, ge=1)
+    max_handoffs: int = Field(8, ge=0)
+    # How often a conversation may bounce back to the agent that just handed it over
+    # (A→B→A is one bounce); one more is a ping-pong and stops the run.
+    max_bounces: int = Field(1, ge=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> Limits:
@@ -81,6 +86,13 @@ class Agent:
     output_type: type[BaseModel] | None = None
     state_summary: bool = True
     description: str = ""
+    memory: MemoryPolicy | None = None
+    # Session-variable namespaces this agent may read besides its own ("billing", ...).
+    reads: Sequence[str] = ()
+    handoffs: Sequence[Agent] = ()
+    # "tool": a transfer_to_<agent> tool per target; "structured": the final answer is a
+    # decision object with `handoff_to` and `context_updates` (seed 001).
+    handoff_style: Literal["tool", "structured"] = "tool"
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
@@ -96,10 +108,50 @@ class Agent:
         ):
             raise UsageError(f"agent {self.name!r}: output_type must be a pydantic model class")
         self.registry = ToolRegistry(self.tools)
+        self.decision_type: type[BaseModel] | None = None
+        if self.handoffs:
+            self._add_handoffs()
         self.template = InstructionsTemplate(self.name, self.instructions)
+
+    def _add_handoffs(self) -> None:
+        # Imported here: orchestration builds on Agent, so it cannot be imported at the top.
+        from agentbench.runtime.orchestration import decision_type_for, handoff_tool
+
+        names = [target.name for target in self.handoffs]
+        if len(set(names)) != len(names):
+            raise UsageError(f"agent {self.name!r}: handoffs name the same agent twice: {names}")
+        if self.handoff_style == "tool":
+            for target in self.handoffs:
+                self.registry.add(handoff_tool(target))
+        elif self.output_type is not None:
+            raise UsageError(
+                f"agent {self.name!r}: handoff_style='structured' makes the final answer a "
+                "handoff decision, so it cannot also have an output_type"
+            )
+        else:
+            self.decision_type = decision_type_for(self.name, self.handoffs)
+
+    def add_handoff(self, target: Agent) -> None:
+        """Allow a handoff to `target` after construction (for agents that name each other)."""
+        self.handoffs = [*self.handoffs, target]
+        self.registry = ToolRegistry(self.tools)
+        self._add_handoffs()
+
+    def handoff_target(self, name: str) -> Agent | None:
+        return next((t for t in self.handoffs if t.name == name), None)
+
+    def sticky_target(self, text: str, variables: dict[str, Any]) -> Agent | None:
+        """An agent to continue with, without asking the model (routers override this)."""
+        return None
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self.registry.openai_schemas()
 
+    @property
+    def final_type(self) -> type[BaseModel] | None:
+        """What the final answer is validated against: output_type or the handoff decision."""
+        return self.output_type or self.decision_type
+
     def output_schema(self) -> dict[str, Any] | None:
-        return None if self.output_type is None else self.output_type.model_json_schema()
+        final = self.final_type
+        return None if final is None else final.model_json_schema()

@@ -59,16 +59,22 @@ class RunStarted(_EventBase):
     context: dict[str, Any] = Field(default_factory=dict)
 
 
+# "agent": the agent's own turn; "memory": a summarizer call made by the memory policy.
+Purpose: TypeAlias = Literal["agent", "memory"]
+
+
 class ModelRequest(_EventBase):
     kind: Literal["model_request"] = "model_request"
     step: int
     request: dict[str, Any]
+    purpose: Purpose = "agent"
 
 
 class ModelResponse(_EventBase):
     kind: Literal["model_response"] = "model_response"
     step: int
     response: ChatResponse
+    purpose: Purpose = "agent"
 
     @property
     def usage(self) -> Usage:
@@ -164,6 +170,7 @@ GuardName: TypeAlias = Literal[
     "token_budget",
     "output_validation",
     "ping_pong",
+    "max_handoffs",
 ]
 
 

@@ -1,10 +1,12 @@
 """Instructions as a jinja2 template, re-rendered at every iteration.
 
-Each iteration the template sees the run's context variables (by name, and all together as
-`context`), the agent's name, and `state`: one line per tool result so far. A template that
-does not mention `state` gets a "State so far" section appended once there is something to
-report, so the model always has the facts it has gathered in front of it even when memory
-compresses the conversation. An undefined variable fails with the agent's and variable's names.
+Each iteration the template sees the run's context variables (by name — `billing.order_id`
+works as written — and all together as `context`), the agent's name, and `state`: one line per
+tool result so far. A template that does not mention `state` gets a "State so far" section
+appended once there is something to report, so the model always has the facts it has gathered
+in front of it even when memory compresses the conversation. A handoff note and pinned facts,
+when there are any, are appended too. An undefined variable fails with the agent's and
+variable's names.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from jinja2 import meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from agentbench.errors import InstructionsError
+from agentbench.runtime.context import template_namespace
 
 _ENV = ImmutableSandboxedEnvironment(
     undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
 )
 _UNDEFINED_NAME = re.compile(r"'([^']+)' is undefined|has no attribute '([^']+)'")
 STATE_HEADING = "## State so far"
+PINNED_HEADING = "## Pinned facts"
+HANDOFF_HEADING = "## Handoff"
 
 
 class InstructionsTemplate:
@@ -47,8 +52,15 @@ class InstructionsTemplate:
         state: Sequence[str] = (),
         state_summary: bool = True,
         output_schema: str | None = None,
+        pinned: Sequence[str] = (),
+        handoff: str | None = None,
     ) -> str:
-        namespace = {**variables, "context": dict(variables), "agent": self.agent, "state": state}
+        namespace = {
+            **template_namespace(variables),
+            "context": dict(variables),
+            "agent": self.agent,
+            "state": state,
+        }
         try:
             text = self._template.render(namespace)
         except jinja2.UndefinedError as exc:
@@ -62,6 +74,10 @@ class InstructionsTemplate:
             ) from None
         except jinja2.TemplateError as exc:
             raise InstructionsError(self.agent, str(exc)) from None
+        if handoff:
+            text = f"{text.rstrip()}\n\n{HANDOFF_HEADING}\n{handoff}"
+        if pinned:
+            text = f"{text.rstrip()}\n\n{PINNED_HEADING}\n" + "\n".join(f"- {p}" for p in pinned)
         if state and state_summary and not self.mentions_state:
             text = f"{text.rstrip()}\n\n{STATE_HEADING}\n" + "\n".join(f"- {s}" for s in state)
         if output_schema is not None:

@@ -12,17 +12,22 @@ import copy
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agentbench.errors import RunTimeoutError
 from agentbench.runtime.agent import Agent
-from agentbench.runtime.context import RunContext
-from agentbench.runtime.events import ErrorInfo, RunFinished, StopReason
+from agentbench.runtime.context import Context, RunContext
+from agentbench.runtime.events import ContextChanged, ErrorInfo, RunFinished, StopReason
+from agentbench.runtime.memory import Memory
 from agentbench.runtime.models import ChatModel, Usage
+from agentbench.runtime.orchestration import HandoffRequest
+from agentbench.runtime.tokens import estimate_tokens
 
 _MAX_STATE_LINES = 20
 _STATE_LINE_CHARS = 240
+_STATE_TOKEN_BUDGET = 400
 T = TypeVar("T")
 
 
@@ -46,10 +51,18 @@ class RunResult:
     error: ErrorInfo | None = None
     parent_run_id: str | None = None
     hook_errors: list[str] = field(default_factory=list)
+    context: Context = field(default_factory=Context)
+    # Every run of the conversation, first to last (handoffs, chains); this one is the last.
+    runs: list[RunResult] = field(default_factory=list, repr=False)
 
     @property
     def completed(self) -> bool:
         return self.stop_reason is StopReason.COMPLETED
+
+    @property
+    def all_events(self) -> list[Any]:
+        """The events of every run of the conversation, in order."""
+        return [event for run in self.runs or [self] for event in run.events]
 
 
 @dataclass
@@ -68,23 +81,26 @@ class RunState:
         input: str | list[dict[str, Any]],
         model: ChatModel,
         *,
-        context: dict[str, Any] | None,
+        context: Context | Mapping[str, Any] | None,
         run_id: str | None,
         parent_run_id: str | None,
+        path: Sequence[str] = (),
+        handoff_note: str | None = None,
+        then: Sequence[Agent] = (),
     ) -> None:
         self.agent = agent
         self.model = model
         self.input = input
         self.run_id = run_id or new_run_id()
         self.parent_run_id = parent_run_id
-        self.context = RunContext(
-            run_id=self.run_id, agent=agent.name, variables=copy.deepcopy(dict(context or {}))
-        )
-        self.messages: list[dict[str, Any]] = (
-            [{"role": "user", "content": input}]
-            if isinstance(input, str)
-            else copy.deepcopy(list(input))
-        )
+        self.context = RunContext(self.run_id, agent.name, Context.of(context))
+        self.memory = Memory(agent.memory) if agent.memory is not None else None
+        self.messages = self._initial_messages(input)
+        self.path = [*path, agent.name]  # agents of this conversation so far, this one last
+        self.handoff_note = handoff_note
+        self.handoff: HandoffRequest | None = None
+        self.child_run_id: str | None = None
+        self.then = list(then)  # the rest of a chain, run after this agent completes
         self.system_message: dict[str, Any] | None = None
         self.usage = Usage()
         self.iteration = 0
@@ -100,12 +116,39 @@ class RunState:
         self.deadline = None if limit is None else time.monotonic() + limit
         self.tool_schemas = agent.tool_schemas()
 
+    def _initial_messages(self, input: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if isinstance(input, str):
+            messages = [{"role": "user", "content": input}]
+        else:
+            messages = copy.deepcopy(list(input))
+        pins = [m for m in messages if m.pop("pinned", False)]  # never sent to the API
+        first_user = next((m for m in messages if m.get("role") == "user"), None)
+        if self.memory is not None:
+            for message in [*pins, *([first_user] if first_user else [])]:
+                self.memory.pin(message)
+        return messages
+
     def event(self, cls: type[T], **fields: Any) -> T:
         """Stamp and remember a new event of this run."""
         made = cls(run_id=self.run_id, seq=self._seq, agent=self.agent.name, **fields)
         self._seq += 1
         self.events.append(made)
         return made
+
+    def context_events(self) -> list[ContextChanged]:
+        """ContextChanged events for every variable written since the last call."""
+        return [
+            self.event(
+                ContextChanged,
+                step=self.iteration,
+                scope=change.scope.value,
+                key=change.key,
+                op=change.op,
+                old=change.old,
+                new=change.new,
+            )
+            for change in self.context.drain_changes()
+        ]
 
     def finish(
         self, reason: StopReason, output: Any = None, error: ErrorInfo | None = None
@@ -149,6 +192,11 @@ class RunState:
             summary = summary[: _STATE_LINE_CHARS - 1] + "…"
         self.state_lines.append(f"{tool}({arguments}) → {kind}: {summary}")
         del self.state_lines[:-_MAX_STATE_LINES]
+        # Bounded in tokens, not just lines: 20 lines of Chinese would cost thousands.
+        while len(self.state_lines) > 1 and (
+            sum(estimate_tokens(line) for line in self.state_lines) > _STATE_TOKEN_BUDGET
+        ):
+            del self.state_lines[0]
 
     def close_open_calls(self) -> None:
         """Answer every tool call left without a result, so the conversation stays valid.
@@ -201,4 +249,5 @@ class RunState:
             error=stop.error,
             parent_run_id=self.parent_run_id,
             hook_errors=self.hook_errors,
+            context=self.context.snapshot(),
         )

@@ -1,10 +1,10 @@
-"""`Runner`: the one place the agent loop lives.
+"""`Runner`: the public way to run agents.
 
-`Runner.stream` is a single async generator that reads top to bottom: check the brakes, ask
-the model, then either finish (validating structured output) or run the requested tools, and
-go round again. Every fact is yielded as a typed event; `run` drains the stream, `run_sync`
-wraps it for scripts and `run_many` runs many inputs in isolation. `RunFinished` is always the
-last event, whatever happened.
+`Runner.stream` yields every event of a conversation as it happens: one run per agent, a
+handoff or the next agent of a chain starting a child run (`parent_run_id`) of its own.
+`Runner.run` drains the stream into the final `RunResult`, `run_sync` wraps it for scripts,
+`run_many` runs many inputs in isolation and `run_chain` runs agents in a fixed sequence. The
+loop of a single run lives in `loop.drive`; `RunFinished` is always the last event of each run.
 """
 
 from __future__ import annotations
@@ -12,36 +12,22 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-import orjson
-from pydantic import ValidationError
+from pydantic import BaseModel
 
-from agentbench.errors import (
-    AgentbenchError,
-    OutputValidationError,
-    RunTimeoutError,
-    UsageError,
-)
+from agentbench.errors import UsageError
 from agentbench.runtime.agent import Agent
-from agentbench.runtime.arguments import ArgumentsParseError, parse_arguments
-from agentbench.runtime.events import (
-    ErrorInfo,
-    GuardTriggered,
-    Hook,
-    ModelRequest,
-    ModelResponse,
-    RunStarted,
-    StopReason,
-    TextDelta,
-    notify,
-)
-from agentbench.runtime.models import ChatModel, ChatResponse
+from agentbench.runtime.context import Context, visible_to
+from agentbench.runtime.events import ContextChanged, Hook, StopReason, notify
+from agentbench.runtime.loop import drive
+from agentbench.runtime.models import ChatModel
+from agentbench.runtime.orchestration import child_input, handoff_note
 from agentbench.runtime.run_state import RunResult, RunState
-from agentbench.runtime.tool_calls import run_tool_calls
 
 RunInput = str | list[dict[str, Any]]
+ContextInput = Context | Mapping[str, Any] | None
 
 
 class Runner:
@@ -54,23 +40,18 @@ class Runner:
         input: RunInput,
         *,
         model: ChatModel | None = None,
-        context: dict[str, Any] | None = None,
+        context: ContextInput = None,
         hooks: Sequence[Hook] = (),
         run_id: str | None = None,
         parent_run_id: str | None = None,
     ) -> AsyncIterator[Any]:
-        """Run `agent` on `input`, yielding every event as it happens."""
-        run = RunState(
-            agent,
-            input,
-            _resolve_model(agent, model),
-            context=context,
-            run_id=run_id,
-            parent_run_id=parent_run_id,
+        """Run `agent` on `input`, yielding every event (of every run it leads to) as it happens."""
+        conversation = _Conversation(
+            agent, input, model, context, hooks, run_id=run_id, parent_run_id=parent_run_id
         )
         # aclosing: if our consumer stops early, the inner generator is closed now (so the
         # hooks see RunFinished(cancelled) at once), not whenever it is garbage collected.
-        async with contextlib.aclosing(_events(run, hooks)) as events:
+        async with contextlib.aclosing(conversation.events()) as events:
             async for event in events:
                 yield event
 
@@ -81,23 +62,38 @@ class Runner:
         input: RunInput,
         *,
         model: ChatModel | None = None,
-        context: dict[str, Any] | None = None,
+        context: ContextInput = None,
         hooks: Sequence[Hook] = (),
         run_id: str | None = None,
         parent_run_id: str | None = None,
     ) -> RunResult:
-        """Run to the end and return the result (events included)."""
-        run = RunState(
-            agent,
-            input,
-            _resolve_model(agent, model),
-            context=context,
-            run_id=run_id,
-            parent_run_id=parent_run_id,
+        """Run to the end; the result is the last run's, with every run in `.runs`."""
+        conversation = _Conversation(
+            agent, input, model, context, hooks, run_id=run_id, parent_run_id=parent_run_id
         )
-        async for _ in _events(run, hooks):
-            pass
-        return run.result()
+        async with contextlib.aclosing(conversation.events()) as events:
+            async for _ in events:
+                pass
+        return conversation.result()
+
+    @classmethod
+    async def run_chain(
+        cls,
+        agents: Sequence[Agent],
+        input: RunInput,
+        *,
+        model: ChatModel | None = None,
+        context: ContextInput = None,
+        hooks: Sequence[Hook] = (),
+    ) -> RunResult:
+        """Run `agents` in order, each one's output the next one's input."""
+        if not agents:
+            raise UsageError("run_chain needs at least one agent")
+        conversation = _Conversation(agents[0], input, model, context, hooks, then=agents[1:])
+        async with contextlib.aclosing(conversation.events()) as events:
+            async for _ in events:
+                pass
+        return conversation.result()
 
     @classmethod
     def run_sync(cls, agent: Agent, input: RunInput, **kwargs: Any) -> RunResult:
@@ -128,7 +124,7 @@ class Runner:
         model: ChatModel | None = None,
         model_factory: Callable[[], ChatModel] | None = None,
         concurrency: int = 4,
-        context: dict[str, Any] | None = None,
+        context: ContextInput = None,
         hooks: Sequence[Hook] = (),
     ) -> list[RunResult]:
         """Run every input, at most `concurrency` at a time; results keep the inputs' order.
@@ -157,10 +153,119 @@ def _resolve_model(agent: Agent, model: ChatModel | None) -> ChatModel:
     return chosen
 
 
-async def _events(run: RunState, hooks: Sequence[Hook]) -> AsyncIterator[Any]:
-    """The run's events, delivered to the hooks first; RunFinished always comes last."""
+class _Conversation:
+    """The runs one call leads to: the first agent's, then one per handoff or chain step.
+
+    Session variables travel with the conversation: each run sees the part its agent may
+    read, and what it writes is merged back, so the next agent (or the next turn, through
+    `RunResult.context`) finds it.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        input: RunInput,
+        model: ChatModel | None,
+        context: ContextInput,
+        hooks: Sequence[Hook],
+        *,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+        then: Sequence[Agent] = (),
+    ) -> None:
+        self.root = agent
+        self.model = model
+        self.hooks = list(hooks)
+        start = Context.of(context)
+        self.session = dict(start.session)
+        self.runs: list[RunState] = []
+        self.current = RunState(
+            agent,
+            input,
+            _resolve_model(agent, model),
+            context=start,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            then=then,
+        )
+
+    async def events(self) -> AsyncIterator[Any]:
+        run: RunState | None = self.current
+        while run is not None:
+            self.current = run
+            self.runs.append(run)
+            async with contextlib.aclosing(_run_events(run, self.hooks)) as events:
+                async for event in events:
+                    yield event
+            self._merge_session(run)
+            run = self._next_run(run)
+
+    def _merge_session(self, run: RunState) -> None:
+        self.session.update(run.context.scope("session"))
+        for event in run.events:
+            removed = isinstance(event, ContextChanged) and event.op == "remove"
+            if removed and event.scope == "session":
+                self.session.pop(event.key, None)
+        # A router remembers who answered last, so a short follow-up goes straight back there
+        # even when its specialist handed the conversation on.
+        routes = getattr(self.root, "routes", None)
+        if routes is not None and run is not self.runs[0] and run.agent.name in routes:
+            self.session[f"{self.root.name}.last_agent"] = run.agent.name
+
+    def _next_run(self, run: RunState) -> RunState | None:
+        request = run.handoff
+        if request is None or run.child_run_id is None or run.stop is None:
+            return None
+        if run.stop.reason is StopReason.COMPLETED and request.mode == "chain":
+            output = run.stop.output
+            text = output.model_dump_json() if isinstance(output, BaseModel) else str(output)
+            next_input: RunInput = text
+            note = None
+        elif run.stop.reason is StopReason.HANDOFF:
+            next_input = child_input(run.messages, request)
+            note = handoff_note(run.agent.name, request)
+        else:
+            return None
+        target = request.target
+        snapshot = run.context.snapshot()
+        context = Context(
+            session={
+                key: value
+                for key, value in self.session.items()
+                if visible_to(key, target.name, target.reads)
+            },
+            request={},  # the request scope never crosses a handoff
+            global_=snapshot.global_,
+            pinned=snapshot.pinned,
+        )
+        return RunState(
+            target,
+            next_input,
+            _resolve_model(target, self.model),
+            context=context,
+            run_id=run.child_run_id,
+            parent_run_id=run.run_id,
+            path=run.path,
+            handoff_note=note,
+            then=run.then[1:] if request.mode == "chain" else (),
+        )
+
+    def result(self) -> RunResult:
+        results = [run.result() for run in self.runs]
+        final = results[-1]
+        final.runs = results
+        final.context = Context(
+            session=dict(self.session),
+            global_=final.context.global_,
+            pinned=final.context.pinned,
+        )
+        return final
+
+
+async def _run_events(run: RunState, hooks: Sequence[Hook]) -> AsyncIterator[Any]:
+    """One run's events, delivered to the hooks first; RunFinished always comes last."""
     try:
-        async for event in _drive(run):
+        async for event in drive(run):
             await notify(hooks, event, run.hook_errors)
             yield event
     except (asyncio.CancelledError, GeneratorExit):
@@ -172,191 +277,3 @@ async def _events(run: RunState, hooks: Sequence[Hook]) -> AsyncIterator[Any]:
     final = run.finished_event()
     await notify(hooks, final, run.hook_errors)
     yield final
-
-
-async def _drive(run: RunState) -> AsyncIterator[Any]:
-    """The loop. Yields every event except RunFinished; never raises for a run's failure."""
-    agent = run.agent
-    yield run.event(
-        RunStarted,
-        input=run.input,
-        model=agent.model_settings.model or run.model.name,
-        parent_run_id=run.parent_run_id,
-        context=run.context.variables,
-    )
-    try:
-        while run.stop is None:
-            brake = _check_brakes(run)
-            if brake is not None:
-                yield brake
-                break
-            run.iteration += 1
-            run.context.step = run.iteration
-            request = _build_request(run)
-            yield run.event(ModelRequest, step=run.iteration, request=request)
-            response: ChatResponse | None = None
-            async for item in _ask_model(run, request):
-                if isinstance(item, ChatResponse):
-                    response = item
-                else:
-                    yield item
-            assert response is not None
-            run.usage = run.usage + response.usage
-            run.messages.append(response.as_message())
-            yield run.event(ModelResponse, step=run.iteration, response=response)
-            if response.tool_calls:
-                async for event in run_tool_calls(run, response.tool_calls, run.iteration):
-                    yield event
-            else:
-                for event in _finish_or_correct(run, response):
-                    yield event
-    except RunTimeoutError as exc:
-        yield run.event(
-            GuardTriggered, step=run.iteration, guard="timeout", action="stop", message=str(exc)
-        )
-        run.finish(StopReason.TIMEOUT, error=ErrorInfo(type="RunTimeoutError", message=str(exc)))
-    except Exception as exc:  # a provider, template or framework failure ends this run only
-        message = str(exc) if isinstance(exc, AgentbenchError) else f"{type(exc).__name__}: {exc}"
-        error = ErrorInfo(type=type(exc).__name__, message=message, step=run.iteration)
-        run.finish(StopReason.ERROR, error=error)
-    run.close_open_calls()
-
-
-def _check_brakes(run: RunState) -> GuardTriggered | None:
-    """Stop before the next model call if a limit has been reached."""
-    limits = run.agent.limits
-    if run.iteration >= limits.max_iterations:
-        run.finish(StopReason.MAX_ITERATIONS)
-        message = f"reached max_iterations={limits.max_iterations} without a final answer"
-        guard = "max_iterations"
-    elif limits.token_budget is not None and run.usage.total_tokens >= limits.token_budget:
-        run.finish(StopReason.TOKEN_BUDGET)
-        message = (
-            f"used {run.usage.total_tokens} tokens, at or over token_budget={limits.token_budget}"
-        )
-        guard = "token_budget"
-    else:
-        return None
-    return run.event(
-        GuardTriggered, step=run.iteration, guard=guard, action="stop", message=message
-    )
-
-
-def _build_request(run: RunState) -> dict[str, Any]:
-    """The chat-completions body for this iteration, instructions freshly rendered."""
-    agent = run.agent
-    settings = agent.model_settings
-    schema = agent.output_schema()
-    system = agent.template.render(
-        run.context.variables,
-        state=run.state_lines,
-        state_summary=agent.state_summary,
-        output_schema=orjson.dumps(schema).decode() if schema is not None else None,
-    )
-    run.system_message = {"role": "system", "content": system}
-    request: dict[str, Any] = {
-        "model": settings.model or run.model.name,
-        "messages": [run.system_message, *run.messages],
-    }
-    if run.tool_schemas:
-        request["tools"] = run.tool_schemas
-    request.update(settings.request_params())
-    if schema is not None and settings.output_mode == "json_schema":
-        request["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": agent.output_type.__name__, "schema": schema},  # type: ignore[union-attr]
-        }
-    return request
-
-
-async def _ask_model(run: RunState, request: dict[str, Any]) -> AsyncIterator[Any]:
-    """Call the model under the deadline; yield TextDelta events, then the ChatResponse.
-
-    When the request streams, deltas are yielded as they arrive; otherwise any deltas the
-    model reports are yielded after it answers (no task or queue needed on the fast path).
-    """
-    step = run.iteration
-    if not request.get("stream"):
-        deltas: list[str] = []
-        response = await run.within_deadline(
-            run.model.complete(request, on_text_delta=deltas.append)
-        )
-        for text in deltas:
-            yield run.event(TextDelta, step=step, text=text)
-        yield response
-        return
-
-    queue: asyncio.Queue[str] = asyncio.Queue()
-    call = asyncio.ensure_future(run.model.complete(request, on_text_delta=queue.put_nowait))
-    try:
-        while not call.done() or not queue.empty():
-            if queue.empty():
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await run.within_deadline(
-                    asyncio.wait({call, getter}, return_when=asyncio.FIRST_COMPLETED)
-                )
-                if getter not in done:
-                    getter.cancel()
-                    continue
-                text = getter.result()
-            else:
-                text = queue.get_nowait()
-            yield run.event(TextDelta, step=step, text=text)
-        yield call.result()
-    finally:
-        if not call.done():
-            call.cancel()
-
-
-def _finish_or_correct(run: RunState, response: ChatResponse) -> list[Any]:
-    """A reply without tool calls: the final answer, or one chance to fix its structure."""
-    text = response.text or ""
-    output_type = run.agent.output_type
-    if output_type is None:
-        run.finish(StopReason.COMPLETED, output=text)
-        return []
-    try:
-        output = output_type.model_validate(parse_arguments(text, what="the final answer"))
-    except (ArgumentsParseError, ValidationError) as exc:
-        problem = str(exc)
-    else:
-        run.finish(StopReason.COMPLETED, output=output)
-        return []
-    if run.output_corrections >= 1:
-        message = f"final answer still does not match {output_type.__name__}: {problem}"
-        run.finish(
-            StopReason.ERROR,
-            error=ErrorInfo(
-                type=OutputValidationError.__name__, message=message, step=run.iteration
-            ),
-        )
-        return [
-            run.event(
-                GuardTriggered,
-                step=run.iteration,
-                guard="output_validation",
-                action="stop",
-                message=message,
-            )
-        ]
-    run.output_corrections += 1
-    schema = orjson.dumps(run.agent.output_schema()).decode()
-    run.messages.append(
-        {
-            "role": "user",
-            "content": (
-                f"Your answer does not match the required output ({output_type.__name__}): "
-                f"{problem}\nReply again with only a JSON object matching this JSON Schema:\n"
-                f"{schema}"
-            ),
-        }
-    )
-    return [
-        run.event(
-            GuardTriggered,
-            step=run.iteration,
-            guard="output_validation",
-            action="retry",
-            message=f"final answer does not match {output_type.__name__}: {problem}",
-        )
-    ]

@@ -25,6 +25,7 @@ from agentbench.runtime.events import (
     ToolStarted,
 )
 from agentbench.runtime.models import ToolCall
+from agentbench.runtime.orchestration import request_from_tool
 from agentbench.runtime.run_state import RunState
 from agentbench.runtime.tools import Effect, ResultKind, Tool, ToolResult
 
@@ -115,6 +116,7 @@ async def run_tool_calls(run: RunState, calls: list[ToolCall], step: int) -> Asy
         run.finish(StopReason.LOOP_DETECTED)
         return
 
+    ready = _one_handoff_per_turn(run, [p for p in planned if p.rejection is None])
     for p in planned:
         if p.rejection is not None:
             reason, observation = p.rejection
@@ -128,7 +130,6 @@ async def run_tool_calls(run: RunState, calls: list[ToolCall], step: int) -> Asy
                 message=observation,
             )
 
-    ready = [p for p in planned if p.rejection is None]
     results: dict[str, ToolResult] = {}
     if len(ready) > 1 and all(p.tool.effect is Effect.READ_ONLY for p in ready):  # type: ignore[union-attr]
         for p in ready:
@@ -139,11 +140,15 @@ async def run_tool_calls(run: RunState, calls: list[ToolCall], step: int) -> Asy
         results = {p.call.id: r for p, r in zip(ready, outcomes, strict=True)}
         for p in ready:
             yield _finished(run, p, results[p.call.id], step)
+        for event in run.context_events():
+            yield event
     else:
         for p in ready:
             yield _started(run, p, step)
             results[p.call.id] = await run.within_deadline(p.tool.run(p.kwargs, run.context))  # type: ignore[union-attr]
             yield _finished(run, p, results[p.call.id], step)
+            for event in run.context_events():
+                yield event
 
     for p in planned:
         async for event in _answer(run, p, results.get(p.call.id), step):
@@ -155,8 +160,12 @@ async def _answer(
 ) -> AsyncIterator[Any]:
     """Append the tool message for one call, with a repeat warning when one is due."""
     if result is None:
+        if run.memory is not None:
+            run.memory.note_outcome(p.call.id, "rejected")
         run.messages.append(tool_message(p.call.id, p.rejection[1] if p.rejection else ""))
         return
+    if run.memory is not None:
+        run.memory.note_outcome(p.call.id, result.kind.value)
     content = result.observation()
     run.remember(p.call.name, p.call.arguments, result.kind.value, content)
     if p.repeats >= run.agent.limits.repeat_warn_at:
@@ -172,6 +181,25 @@ async def _answer(
     run.messages.append(tool_message(p.call.id, content))
     if result.kind is ResultKind.BUSINESS_FAILURE and result.stop:
         run.finish(StopReason.BUSINESS_STOP, output=result.error)
+
+
+def _one_handoff_per_turn(run: RunState, ready: list[PlannedCall]) -> list[PlannedCall]:
+    """Take the turn's first handoff (or dispatch); any other handoff call is refused."""
+    kept: list[PlannedCall] = []
+    for p in ready:
+        request = request_from_tool(p.tool, p.kwargs)  # type: ignore[arg-type]
+        if request is None:
+            kept.append(p)
+        elif run.handoff is None:
+            run.handoff = request
+            kept.append(p)
+        else:
+            p.rejection = (
+                "invalid_arguments",
+                f"Not executed: this turn already hands over to {run.handoff.target.name!r}; "
+                "only one handoff per turn.",
+            )
+    return kept
 
 
 def _started(run: RunState, p: PlannedCall, step: int) -> ToolStarted:

@@ -81,7 +81,7 @@ def build_function_schema(
             f"tool {name!r}: its parameters cannot be expressed as JSON Schema: {exc}"
         ) from exc
 
-    parameters = _strip_titles(parameters)
+    parameters = strip_titles(parameters)
     parameters.setdefault("properties", {})
     summary = description if description is not None else doc.summary
     return FunctionSchema(
@@ -105,7 +105,7 @@ def _camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.replace("-", "_").split("_"))
 
 
-def _strip_titles(schema: Any) -> Any:
+def strip_titles(schema: Any) -> Any:
     """Drop pydantic's auto-generated titles: they cost tokens and tell the model nothing."""
     if isinstance(schema, dict):
         out: dict[str, Any] = {}
@@ -115,10 +115,10 @@ def _strip_titles(schema: Any) -> Any:
             if key in _DATA_KEYS:
                 out[key] = value
             elif key == "properties" and isinstance(value, dict):
-                out[key] = {prop: _strip_titles(sub) for prop, sub in value.items()}
+                out[key] = {prop: strip_titles(sub) for prop, sub in value.items()}
             else:
-                out[key] = _strip_titles(value)
+                out[key] = strip_titles(value)
         return out
     if isinstance(schema, list):
-        return [_strip_titles(item) for item in schema]
+        return [strip_titles(item) for item in schema]
     return schema

@@ -202,6 +202,9 @@ class Tool:
             result = value if isinstance(value, ToolResult) else ToolResult.ok(value)
         except BusinessFailure as exc:
             result = ToolResult.business_failure(exc.message, exc.data, stop=exc.stop)
+        except _RaisedByTool as wrapped:
+            exc = wrapped.original
+            result = ToolResult.system_error(f"{type(exc).__name__}: {exc}")
         except TimeoutError:
             result = ToolResult.system_error(
                 f"tool {self.name!r} timed out after {self.timeout_s:g} s"
@@ -211,9 +214,31 @@ class Tool:
         return _finish(result, started, self.max_result_chars)
 
     async def _call_with_timeout(self, kwargs: dict[str, Any]) -> Any:
+        # A TimeoutError the tool raises itself (an HTTP client's, say) is its own failure,
+        # not our timeout: wrap it so the two are never confused.
         if self.is_async:
-            return await asyncio.wait_for(self.fn(**kwargs), self.timeout_s)
-        return await run_in_daemon_thread(functools.partial(self.fn, **kwargs), self.timeout_s)
+
+            async def call() -> Any:
+                try:
+                    return await self.fn(**kwargs)
+                except TimeoutError as exc:
+                    raise _RaisedByTool(exc) from exc
+
+            return await asyncio.wait_for(call(), self.timeout_s)
+
+        def call_sync() -> Any:
+            try:
+                return self.fn(**kwargs)
+            except TimeoutError as exc:
+                raise _RaisedByTool(exc) from exc
+
+        return await run_in_daemon_thread(call_sync, self.timeout_s)
+
+
+class _RaisedByTool(Exception):  # noqa: N818 - internal wrapper, never escapes this module
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
 
 
 def _finish(result: ToolResult, started: float, limit: int) -> ToolResult:
