@@ -11,6 +11,7 @@ import sys
 import click
 
 from agentbench._version import __version__
+from agentbench.commands.traces import traces
 from agentbench.errors import AgentbenchError, UsageError
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
@@ -20,6 +21,9 @@ EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 @click.version_option(__version__, "-V", "--version", prog_name="agentbench")
 def cli() -> None:
     """agentbench: run agents, record them as traces, replay and score them."""
+
+
+cli.add_command(traces)
 
 
 def main(argv: list[str] | None = None) -> int:

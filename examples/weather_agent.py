@@ -83,7 +83,9 @@ async def main(mode: str) -> None:
     question = "How warm is it in Paris, in Fahrenheit?"
     if mode == "scripted":
         model: ChatModel = ScriptedModel(SCRIPT)
-        result = await Runner.run(agent, question, model=model, context={"user": "Ada"}, hooks=[show])
+        result = await Runner.run(
+            agent, question, model=model, context={"user": "Ada"}, hooks=[show]
+        )
     elif mode == "server":
         with OpenAICompatibleServer(SCRIPT) as server:
             print(f"bundled server at {server.base_url}")

@@ -14,7 +14,6 @@ import inspect
 import logging
 import os
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -22,7 +21,8 @@ from openai import AsyncOpenAI
 from openai.resources.chat.completions import AsyncCompletions
 
 from agentbench.errors import ModelError, ModelTimeoutError, UsageError
-from agentbench.runtime.models import ChatResponse, TextDeltaHandler, ToolCall, Usage
+from agentbench.runtime.completions import StreamAccumulator, parse_completion
+from agentbench.runtime.models import ChatResponse, TextDeltaHandler
 from agentbench.runtime.retry import RetryPolicy, is_retryable_status, parse_retry_after
 
 log = logging.getLogger("agentbench.model")
@@ -46,18 +46,6 @@ class _Retryable(Exception):  # noqa: N818 - internal signal, never escapes this
         super().__init__(message)
         self.retry_after = retry_after
         self.timeout = timeout
-
-
-@dataclass
-class _StreamState:
-    text: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-    calls: dict[int, dict[str, str]] = field(default_factory=dict)
-    finish_reason: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    model: str | None = None
-    chunks: list[dict[str, Any]] = field(default_factory=list)
-    emitted: bool = False
 
 
 class OpenAIModel:
@@ -173,20 +161,21 @@ class OpenAIModel:
         if stream:
             body.setdefault("stream_options", {"include_usage": True})
         client = self._get_client()
-        state = _StreamState()
+        stream_state = StreamAccumulator(on_text_delta)
         try:
             result = await client.chat.completions.create(
                 **body, extra_body=extra or None, timeout=self.timeout_s
             )
             if stream:
                 async for chunk in result:
-                    _absorb_chunk(state, chunk, on_text_delta)
-                return _stream_response(state)
-            return _parse_completion(result)
+                    stream_state.add(chunk.to_dict())
+                return stream_state.response()
+            # The same dict parser replay uses, so live and replayed responses are identical.
+            return parse_completion(result.to_dict())
         except openai.APITimeoutError:
             raise _Retryable(f"timed out after {self.timeout_s:g} s", timeout=True) from None
         except openai.APIConnectionError as exc:
-            if state.emitted:
+            if stream_state.emitted:
                 raise ModelError(f"stream broke after text was delivered: {exc}") from None
             raise _Retryable(f"connection failed: {exc}") from None
         except openai.APIStatusError as exc:
@@ -207,87 +196,4 @@ def _status_error(model: OpenAIModel, exc: openai.APIStatusError) -> Exception:
     return ModelError(
         f"model {model.name!r}: {message}" + (f" ({hint})" if hint else ""),
         status_code=exc.status_code,
-    )
-
-
-def _usage(raw: Any) -> Usage:
-    if raw is None:
-        return Usage()
-    return Usage(
-        input_tokens=getattr(raw, "prompt_tokens", 0) or 0,
-        output_tokens=getattr(raw, "completion_tokens", 0) or 0,
-    )
-
-
-def _parse_completion(completion: Any) -> ChatResponse:
-    if not getattr(completion, "choices", None):
-        raise ValueError("the response has no choices")
-    choice = completion.choices[0]
-    message = choice.message
-    calls = [
-        ToolCall(name=c.function.name, arguments=c.function.arguments or "", id=c.id)
-        for c in (message.tool_calls or ())
-        if getattr(c, "function", None) is not None
-    ]
-    return ChatResponse(
-        text=message.content,
-        tool_calls=calls,
-        finish_reason=choice.finish_reason,
-        usage=_usage(completion.usage),
-        model=completion.model,
-        reasoning=getattr(message, "reasoning_content", None),
-        raw=completion.to_dict(),
-    )
-
-
-def _absorb_chunk(state: _StreamState, chunk: Any, on_text_delta: TextDeltaHandler | None) -> None:
-    state.chunks.append(chunk.to_dict())
-    state.model = state.model or getattr(chunk, "model", None)
-    if getattr(chunk, "usage", None) is not None:
-        state.usage = _usage(chunk.usage)
-    for choice in chunk.choices or ():
-        if choice.index != 0:
-            continue
-        delta = choice.delta
-        if delta is not None:
-            if delta.content:
-                state.text.append(delta.content)
-                state.emitted = True
-                if on_text_delta is not None:
-                    on_text_delta(delta.content)
-            reasoning = getattr(delta, "reasoning_content", None)
-            if reasoning:
-                state.reasoning.append(reasoning)
-            for fragment in delta.tool_calls or ():
-                _absorb_call_fragment(state, fragment)
-        if choice.finish_reason:
-            state.finish_reason = choice.finish_reason
-
-
-def _absorb_call_fragment(state: _StreamState, fragment: Any) -> None:
-    # Fragments of one call share an index; id and name arrive once, arguments in pieces.
-    call = state.calls.setdefault(fragment.index or 0, {"id": "", "name": "", "arguments": ""})
-    if fragment.id:
-        call["id"] = fragment.id
-    function = fragment.function
-    if function is not None:
-        if function.name:
-            call["name"] += function.name
-        if function.arguments:
-            call["arguments"] += function.arguments
-
-
-def _stream_response(state: _StreamState) -> ChatResponse:
-    calls = [
-        ToolCall(name=c["name"], arguments=c["arguments"], id=c["id"] or f"call_stream_{i}")
-        for i, c in sorted(state.calls.items())
-    ]
-    return ChatResponse(
-        text="".join(state.text) or None,
-        tool_calls=calls,
-        finish_reason=state.finish_reason,
-        usage=state.usage,
-        model=state.model,
-        reasoning="".join(state.reasoning) or None,
-        raw={"object": "chat.completion.chunks", "chunks": state.chunks},
     )

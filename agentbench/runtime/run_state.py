@@ -24,6 +24,7 @@ from agentbench.runtime.memory import Memory
 from agentbench.runtime.models import ChatModel, Usage
 from agentbench.runtime.orchestration import HandoffRequest
 from agentbench.runtime.tokens import estimate_tokens
+from agentbench.runtime.tools import ToolInterceptor
 
 _MAX_STATE_LINES = 20
 _STATE_LINE_CHARS = 240
@@ -87,6 +88,7 @@ class RunState:
         path: Sequence[str] = (),
         handoff_note: str | None = None,
         then: Sequence[Agent] = (),
+        tool_interceptor: ToolInterceptor | None = None,
     ) -> None:
         self.agent = agent
         self.model = model
@@ -101,11 +103,13 @@ class RunState:
         self.handoff: HandoffRequest | None = None
         self.child_run_id: str | None = None
         self.then = list(then)  # the rest of a chain, run after this agent completes
+        self.tool_interceptor = tool_interceptor
         self.system_message: dict[str, Any] | None = None
         self.usage = Usage()
         self.iteration = 0
         self.call_counts: Counter[tuple[str, str]] = Counter()
         self.state_lines: list[str] = []
+        self._state_tokens: list[int] = []
         self.output_corrections = 0
         self.stop: Stop | None = None
         self.hook_errors: list[str] = []
@@ -175,7 +179,9 @@ class RunState:
                 awaitable.close()
             raise RunTimeoutError(self._timeout_message())
         try:
-            return await asyncio.wait_for(awaitable, remaining)
+            # asyncio.timeout, not wait_for: no extra task per model or tool call.
+            async with asyncio.timeout(remaining):
+                return await awaitable
         except TimeoutError:
             raise RunTimeoutError(self._timeout_message()) from None
 
@@ -190,13 +196,16 @@ class RunState:
         summary = observation.replace("\n", " ")
         if len(summary) > _STATE_LINE_CHARS:
             summary = summary[: _STATE_LINE_CHARS - 1] + "…"
-        self.state_lines.append(f"{tool}({arguments}) → {kind}: {summary}")
-        del self.state_lines[:-_MAX_STATE_LINES]
+        line = f"{tool}({arguments}) → {kind}: {summary}"
+        self.state_lines.append(line)
+        self._state_tokens.append(estimate_tokens(line))
         # Bounded in tokens, not just lines: 20 lines of Chinese would cost thousands.
         while len(self.state_lines) > 1 and (
-            sum(estimate_tokens(line) for line in self.state_lines) > _STATE_TOKEN_BUDGET
+            len(self.state_lines) > _MAX_STATE_LINES
+            or sum(self._state_tokens) > _STATE_TOKEN_BUDGET
         ):
             del self.state_lines[0]
+            del self._state_tokens[0]
 
     def close_open_calls(self) -> None:
         """Answer every tool call left without a result, so the conversation stays valid.

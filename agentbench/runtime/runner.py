@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -25,6 +26,7 @@ from agentbench.runtime.loop import drive
 from agentbench.runtime.models import ChatModel
 from agentbench.runtime.orchestration import child_input, handoff_note
 from agentbench.runtime.run_state import RunResult, RunState
+from agentbench.runtime.tools import ToolInterceptor
 
 RunInput = str | list[dict[str, Any]]
 ContextInput = Context | Mapping[str, Any] | None
@@ -42,12 +44,21 @@ class Runner:
         model: ChatModel | None = None,
         context: ContextInput = None,
         hooks: Sequence[Hook] = (),
+        store: RunStore | None = None,
         run_id: str | None = None,
         parent_run_id: str | None = None,
+        tool_interceptor: ToolInterceptor | None = None,
     ) -> AsyncIterator[Any]:
         """Run `agent` on `input`, yielding every event (of every run it leads to) as it happens."""
         conversation = _Conversation(
-            agent, input, model, context, hooks, run_id=run_id, parent_run_id=parent_run_id
+            agent,
+            input,
+            model,
+            context,
+            _with_store(hooks, store),
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            tool_interceptor=tool_interceptor,
         )
         # aclosing: if our consumer stops early, the inner generator is closed now (so the
         # hooks see RunFinished(cancelled) at once), not whenever it is garbage collected.
@@ -64,12 +75,21 @@ class Runner:
         model: ChatModel | None = None,
         context: ContextInput = None,
         hooks: Sequence[Hook] = (),
+        store: RunStore | None = None,
         run_id: str | None = None,
         parent_run_id: str | None = None,
+        tool_interceptor: ToolInterceptor | None = None,
     ) -> RunResult:
         """Run to the end; the result is the last run's, with every run in `.runs`."""
         conversation = _Conversation(
-            agent, input, model, context, hooks, run_id=run_id, parent_run_id=parent_run_id
+            agent,
+            input,
+            model,
+            context,
+            _with_store(hooks, store),
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            tool_interceptor=tool_interceptor,
         )
         async with contextlib.aclosing(conversation.events()) as events:
             async for _ in events:
@@ -85,11 +105,21 @@ class Runner:
         model: ChatModel | None = None,
         context: ContextInput = None,
         hooks: Sequence[Hook] = (),
+        store: RunStore | None = None,
+        tool_interceptor: ToolInterceptor | None = None,
     ) -> RunResult:
         """Run `agents` in order, each one's output the next one's input."""
         if not agents:
             raise UsageError("run_chain needs at least one agent")
-        conversation = _Conversation(agents[0], input, model, context, hooks, then=agents[1:])
+        conversation = _Conversation(
+            agents[0],
+            input,
+            model,
+            context,
+            _with_store(hooks, store),
+            then=agents[1:],
+            tool_interceptor=tool_interceptor,
+        )
         async with contextlib.aclosing(conversation.events()) as events:
             async for _ in events:
                 pass
@@ -126,6 +156,8 @@ class Runner:
         concurrency: int = 4,
         context: ContextInput = None,
         hooks: Sequence[Hook] = (),
+        store: RunStore | None = None,
+        tool_interceptor: ToolInterceptor | None = None,
     ) -> list[RunResult]:
         """Run every input, at most `concurrency` at a time; results keep the inputs' order.
 
@@ -139,9 +171,35 @@ class Runner:
         async def one(item: RunInput) -> RunResult:
             async with gate:
                 chosen = model_factory() if model_factory is not None else model
-                return await cls.run(agent, item, model=chosen, context=context, hooks=hooks)
+                return await cls.run(
+                    agent,
+                    item,
+                    model=chosen,
+                    context=context,
+                    hooks=hooks,
+                    store=store,
+                    tool_interceptor=tool_interceptor,
+                )
 
         return list(await asyncio.gather(*(one(item) for item in inputs)))
+
+
+class RunStore(Protocol):
+    """Where runs are recorded (e.g. `agentbench.trace.TraceStore`): it gives a hook per call.
+
+    The hook sees every event of the runs the call leads to, `RunFinished` last for each.
+    """
+
+    def run_hook(self) -> Hook: ...
+
+
+def _with_store(hooks: Sequence[Hook], store: RunStore | None) -> Sequence[Hook]:
+    """The hooks, led by the store's recorder; AGENTBENCH_DB names a store when none is given."""
+    if store is None and os.environ.get("AGENTBENCH_DB"):
+        from agentbench.trace.store import store_from_env  # lazy: the runtime knows no traces
+
+        store = store_from_env()
+    return hooks if store is None else [store.run_hook(), *hooks]
 
 
 def _resolve_model(agent: Agent, model: ChatModel | None) -> ChatModel:
@@ -172,8 +230,10 @@ class _Conversation:
         run_id: str | None = None,
         parent_run_id: str | None = None,
         then: Sequence[Agent] = (),
+        tool_interceptor: ToolInterceptor | None = None,
     ) -> None:
         self.root = agent
+        self.tool_interceptor = tool_interceptor
         self.model = model
         self.hooks = list(hooks)
         start = Context.of(context)
@@ -187,6 +247,7 @@ class _Conversation:
             run_id=run_id,
             parent_run_id=parent_run_id,
             then=then,
+            tool_interceptor=tool_interceptor,
         )
 
     async def events(self) -> AsyncIterator[Any]:
@@ -248,6 +309,7 @@ class _Conversation:
             path=run.path,
             handoff_note=note,
             then=run.then[1:] if request.mode == "chain" else (),
+            tool_interceptor=self.tool_interceptor,
         )
 
     def result(self) -> RunResult:

@@ -134,9 +134,7 @@ async def run_tool_calls(run: RunState, calls: list[ToolCall], step: int) -> Asy
     if len(ready) > 1 and all(p.tool.effect is Effect.READ_ONLY for p in ready):  # type: ignore[union-attr]
         for p in ready:
             yield _started(run, p, step)
-        outcomes = await run.within_deadline(
-            asyncio.gather(*(p.tool.run(p.kwargs, run.context) for p in ready))  # type: ignore[union-attr]
-        )
+        outcomes = await run.within_deadline(asyncio.gather(*(_execute(run, p) for p in ready)))
         results = {p.call.id: r for p, r in zip(ready, outcomes, strict=True)}
         for p in ready:
             yield _finished(run, p, results[p.call.id], step)
@@ -145,7 +143,7 @@ async def run_tool_calls(run: RunState, calls: list[ToolCall], step: int) -> Asy
     else:
         for p in ready:
             yield _started(run, p, step)
-            results[p.call.id] = await run.within_deadline(p.tool.run(p.kwargs, run.context))  # type: ignore[union-attr]
+            results[p.call.id] = await run.within_deadline(_execute(run, p))
             yield _finished(run, p, results[p.call.id], step)
             for event in run.context_events():
                 yield event
@@ -181,6 +179,16 @@ async def _answer(
     run.messages.append(tool_message(p.call.id, content))
     if result.kind is ResultKind.BUSINESS_FAILURE and result.stop:
         run.finish(StopReason.BUSINESS_STOP, output=result.error)
+
+
+async def _execute(run: RunState, p: PlannedCall) -> ToolResult:
+    """Run the tool, unless the run's interceptor (a replay policy) decides the result."""
+    assert p.tool is not None and p.kwargs is not None
+    if run.tool_interceptor is not None:
+        decided = await run.tool_interceptor(p.tool, p.arguments, run.context)
+        if decided is not None:
+            return decided
+    return await p.tool.run(p.kwargs, run.context)
 
 
 def _one_handoff_per_turn(run: RunState, ready: list[PlannedCall]) -> list[PlannedCall]:

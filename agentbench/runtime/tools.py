@@ -11,14 +11,12 @@ need to know to treat it safely.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import functools
 import inspect
 import re
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, Literal, overload
 
 import orjson
@@ -26,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentbench.errors import ToolDefinitionError
 from agentbench.runtime.context import RunContext
+from agentbench.runtime.threads import run_in_thread
 from agentbench.runtime.tool_schema import build_function_schema
 
 DEFAULT_TOOL_TIMEOUT_S = 10.0
@@ -224,7 +223,8 @@ class Tool:
                 except TimeoutError as exc:
                     raise _RaisedByTool(exc) from exc
 
-            return await asyncio.wait_for(call(), self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):
+                return await call()
 
         def call_sync() -> Any:
             try:
@@ -232,13 +232,18 @@ class Tool:
             except TimeoutError as exc:
                 raise _RaisedByTool(exc) from exc
 
-        return await run_in_daemon_thread(call_sync, self.timeout_s)
+        return await run_in_thread(call_sync, self.timeout_s)
 
 
 class _RaisedByTool(Exception):  # noqa: N818 - internal wrapper, never escapes this module
     def __init__(self, original: BaseException) -> None:
         super().__init__(str(original))
         self.original = original
+
+
+# Decides a call's result instead of the tool (replay's recorded/stub/fault policies), or
+# returns None to let the tool run: (tool, the model's arguments, the run's context).
+ToolInterceptor = Callable[[Tool, dict[str, Any], RunContext], Awaitable["ToolResult | None"]]
 
 
 def _finish(result: ToolResult, started: float, limit: int) -> ToolResult:
@@ -256,37 +261,6 @@ def _finish(result: ToolResult, started: float, limit: int) -> ToolResult:
         update["error"], cut = truncate_text(result.error, limit)
         update["truncated"] = update.get("truncated", False) or cut
     return result.model_copy(update=update)
-
-
-async def run_in_daemon_thread(fn: Callable[[], Any], timeout_s: float | None) -> Any:
-    """Run a blocking call in its own daemon thread and stop waiting after `timeout_s`.
-
-    Python cannot kill a thread, so a hung sync tool keeps its thread; a fresh daemon thread
-    per call means a hung tool neither starves a shared pool nor keeps the process alive.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-
-    def target() -> None:
-        try:
-            value, error = fn(), None
-        except BaseException as exc:
-            value, error = None, exc
-        # A tool that outlived its timeout may finish after the loop has closed; its result
-        # has no one left to receive it.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, value, error)
-
-    threading.Thread(target=target, name="agentbench-tool", daemon=True).start()
-    return await asyncio.wait_for(future, timeout_s)
 
 
 @overload

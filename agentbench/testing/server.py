@@ -14,13 +14,13 @@ import inspect
 import json
 import threading
 import time
-import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agentbench.runtime.completions import completion_body, stream_chunks
 from agentbench.runtime.models import ChatResponse, to_response
 
 
@@ -230,77 +230,3 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
         self.close_connection = True
-
-
-def completion_body(response: ChatResponse, model: str) -> dict[str, Any]:
-    """A `chat.completion` JSON body for `response`."""
-    message: dict[str, Any] = {"role": "assistant", "content": response.text}
-    if response.tool_calls:
-        message["tool_calls"] = [call.as_openai() for call in response.tool_calls]
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": response.model or model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": response.finish_reason
-                or ("tool_calls" if response.tool_calls else "stop"),
-            }
-        ],
-        "usage": _usage_body(response),
-    }
-
-
-def _usage_body(response: ChatResponse) -> dict[str, int]:
-    return {
-        "prompt_tokens": response.usage.input_tokens,
-        "completion_tokens": response.usage.output_tokens,
-        "total_tokens": response.usage.total_tokens,
-    }
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
-def stream_chunks(
-    response: ChatResponse, model: str, fragment_chars: int = 7, include_usage: bool = True
-) -> Iterator[dict[str, Any]]:
-    """`chat.completion.chunk` bodies for `response`, arguments split into fragments."""
-    base = {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": response.model or model,
-    }
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-    yield chunk({"role": "assistant", "content": ""})
-    if response.text:
-        words = response.text.split(" ")
-        for i, word in enumerate(words):
-            yield chunk({"content": word if i == len(words) - 1 else word + " "})
-    for index, call in enumerate(response.tool_calls):
-        yield chunk(
-            {
-                "tool_calls": [
-                    {
-                        "index": index,
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": ""},
-                    }
-                ]
-            }
-        )
-        for piece in _pieces(call.arguments, fragment_chars):
-            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-    finish = response.finish_reason or ("tool_calls" if response.tool_calls else "stop")
-    yield chunk({}, finish)
-    if include_usage:
-        yield {**base, "choices": [], "usage": _usage_body(response)}

@@ -1,0 +1,1 @@
+"""The `agentbench` subcommands, one module per command group; `cli.py` registers them."""

@@ -1,0 +1,199 @@
+"""`agentbench traces`: list, show, query, export and import recorded runs.
+
+Every command takes `--db PATH` (default: AGENTBENCH_DB, else `.agentbench/traces.duckdb`)
+and `--wait SECONDS`, how long to wait, saying so on stderr, while another process writes
+the store. Errors are agentbench errors, which `cli.main` maps to exit codes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import orjson
+
+from agentbench.commands import render
+from agentbench.errors import UsageError
+from agentbench.runtime.events import StopReason
+from agentbench.trace.schema import RunStatus
+from agentbench.trace.store import TraceStore, default_path
+
+F = TypeVar("F", bound=Callable[..., Any])
+_RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def store_options(command: F) -> F:
+    command = click.option(
+        "--wait",
+        "wait_s",
+        type=click.FloatRange(min=0),
+        default=30.0,
+        show_default=True,
+        help="Seconds to wait while another process writes the store.",
+    )(command)
+    return click.option(
+        "--db",
+        "db",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Trace store file [default: $AGENTBENCH_DB or .agentbench/traces.duckdb].",
+    )(command)
+
+
+def open_store(db: Path | None, wait_s: float) -> TraceStore:
+    def tell(message: str) -> None:
+        click.echo(f"{message}…", err=True)
+
+    return TraceStore(db or default_path(), wait_s=wait_s, on_wait=tell)
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """`2025-01-31`, `2025-01-31T12:00`, or an age: `30m`, `6h`, `2d`, `1w`."""
+    found = _RELATIVE.match(text.strip())
+    if found:
+        amount = timedelta(**{_UNITS[found[2]]: int(found[1])})
+        return (now or datetime.now(UTC)) - amount
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"--since {text!r}: expected a date (2025-01-31), a time (2025-01-31T12:00) or an "
+            "age such as 30m, 6h, 2d, 1w"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@click.group("traces")
+def traces() -> None:
+    """Recorded runs: list, show a timeline, query with SQL, export and import."""
+
+
+@traces.command("list")
+@store_options
+@click.option("--agent", help="Only runs of this agent.")
+@click.option("--status", type=click.Choice([s.value for s in RunStatus]), help="Only this status.")
+@click.option(
+    "--stop-reason", type=click.Choice([s.value for s in StopReason]), help="Only this stop reason."
+)
+@click.option("--since", help="Only runs started since: a date, a time, or an age (2h, 7d).")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run.")
+def list_runs(
+    db: Path | None,
+    wait_s: float,
+    agent: str | None,
+    status: str | None,
+    stop_reason: str | None,
+    since: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Stored runs, newest first."""
+    store = open_store(db, wait_s)
+    runs = store.runs(
+        agent=agent,
+        status=status,
+        stop_reason=stop_reason,
+        since=parse_since(since) if since else None,
+        limit=limit,
+    )
+    if as_json:
+        for run in runs:
+            click.echo(orjson.dumps(run.decoded()).decode())
+        return
+    if not runs:
+        click.echo(f"no runs match in {store.path}")
+        return
+    click.echo(render.runs_table(runs))
+    click.echo(f"\n{len(runs)} run(s), newest first; `agentbench traces show RUN_ID` for one")
+
+
+@traces.command("show")
+@store_options
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="The whole trace as one JSON document.")
+def show(db: Path | None, wait_s: float, run_id: str, as_json: bool) -> None:
+    """One run as a timeline (RUN_ID may be a unique prefix)."""
+    trace = open_store(db, wait_s).run(run_id)
+    if as_json:
+        document = {
+            "run": trace.run.decoded(),
+            "timeline": [{"table": item.table, **item.decoded()} for item in trace.timeline()],
+            "children": [child.decoded() for child in trace.children],
+        }
+        click.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
+        return
+    click.echo(render.timeline(trace))
+
+
+@traces.command("sql")
+@store_options
+@click.argument("query")
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.option(
+    "--max-width", type=click.IntRange(min=8), default=render.CELL_CHARS, show_default=True
+)
+def sql(db: Path | None, wait_s: float, query: str, output: str, max_width: int) -> None:
+    """Run a read-only SQL query over the store (tables: runs, llm_calls, tool_calls, …)."""
+    result = open_store(db, wait_s).sql(query)
+    if output == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(result.columns)
+        writer.writerows(result.rows)
+        click.echo(buffer.getvalue(), nl=False)
+    elif output == "json":
+        records = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+        click.echo(orjson.dumps(records, default=str, option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(render.table(result.columns, result.rows, max_width))
+        click.echo(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
+
+
+@traces.command("export")
+@store_options
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--format", "file_format", type=click.Choice(["parquet"]), default="parquet", show_default=True
+)
+@click.option(
+    "--partition-by",
+    type=click.Choice(["none", "date"]),
+    default="none",
+    show_default=True,
+    help="date: a Hive-style tree by run start date (a Parquet lake).",
+)
+def export(
+    db: Path | None, wait_s: float, directory: Path, file_format: str, partition_by: str
+) -> None:
+    """Write the whole store to DIRECTORY as Parquet files plus a manifest."""
+    manifest = open_store(db, wait_s).export_parquet(
+        directory, partition_by_date=partition_by == "date"
+    )
+    counts = ", ".join(f"{name} {entry['rows']}" for name, entry in manifest["tables"].items())
+    click.echo(f"exported to {directory} ({file_format}): {counts}")
+
+
+@traces.command("import")
+@store_options
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
+def import_(db: Path | None, wait_s: float, directory: Path) -> None:
+    """Add the runs of an exported DIRECTORY to the store (runs it has are skipped)."""
+    counts = open_store(db, wait_s).import_parquet(directory)
+    click.echo(
+        f"imported {counts.get('runs', 0)} run(s) from {directory}: "
+        + ", ".join(f"{name} {count}" for name, count in counts.items())
+    )

@@ -1,0 +1,238 @@
+"""Chat-completion bodies as plain dicts: parse them, build them, stream them.
+
+One parser for every path a response can take — live through the openai SDK, replayed from a
+cassette, served by the local test server — so a replayed response becomes exactly the
+`ChatResponse` the live one did. Streams are lists of `chat.completion.chunk` dicts; tool-call
+fragments are accumulated by index into whole calls.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from agentbench.runtime.models import ChatResponse, TextDeltaHandler, ToolCall, Usage
+
+STREAM_OBJECT = "chat.completion.chunks"  # how a streamed response is kept in `raw`
+
+
+class CompletionFormatError(ValueError):
+    """A body that is not a chat completion (or chunk); the message says what is missing."""
+
+
+def usage_from(body: dict[str, Any] | None) -> Usage:
+    if not body:
+        return Usage()
+    return Usage(
+        input_tokens=body.get("prompt_tokens") or 0,
+        output_tokens=body.get("completion_tokens") or 0,
+    )
+
+
+def parse_completion(body: dict[str, Any]) -> ChatResponse:
+    """A `chat.completion` dict as a ChatResponse (raw keeps the dict)."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not choices:
+        raise CompletionFormatError("the response has no choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise CompletionFormatError("choices[0] has no message")
+    calls = []
+    for call in message.get("tool_calls") or ():
+        function = call.get("function")
+        if not function:
+            continue
+        calls.append(
+            ToolCall(
+                name=function.get("name") or "",
+                arguments=function.get("arguments") or "",
+                id=call.get("id") or "",
+            )
+        )
+    return ChatResponse(
+        text=message.get("content"),
+        tool_calls=calls,
+        finish_reason=choice.get("finish_reason"),
+        usage=usage_from(body.get("usage")),
+        model=body.get("model"),
+        reasoning=message.get("reasoning_content"),
+        raw=body,
+    )
+
+
+@dataclass
+class StreamAccumulator:
+    """Builds one ChatResponse from `chat.completion.chunk` dicts as they arrive."""
+
+    on_text_delta: TextDeltaHandler | None = None
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def emitted(self) -> bool:
+        """Whether any text has reached the caller (a retry would then duplicate it)."""
+        return bool(self.text)
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        self.chunks.append(chunk)
+        self.model = self.model or chunk.get("model")
+        if chunk.get("usage"):
+            self.usage = usage_from(chunk["usage"])
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                self.text.append(delta["content"])
+                if self.on_text_delta is not None:
+                    self.on_text_delta(delta["content"])
+            if delta.get("reasoning_content"):
+                self.reasoning.append(delta["reasoning_content"])
+            for fragment in delta.get("tool_calls") or ():
+                self._add_fragment(fragment)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+    def _add_fragment(self, fragment: dict[str, Any]) -> None:
+        # Fragments of one call share an index; id and name arrive once, arguments in pieces.
+        call = self.calls.setdefault(
+            fragment.get("index") or 0, {"id": "", "name": "", "arguments": ""}
+        )
+        if fragment.get("id"):
+            call["id"] = fragment["id"]
+        function = fragment.get("function") or {}
+        if function.get("name"):
+            call["name"] += function["name"]
+        if function.get("arguments"):
+            call["arguments"] += function["arguments"]
+
+    def response(self) -> ChatResponse:
+        calls = [
+            ToolCall(name=c["name"], arguments=c["arguments"], id=c["id"] or f"call_stream_{i}")
+            for i, c in sorted(self.calls.items())
+        ]
+        return ChatResponse(
+            text="".join(self.text) or None,
+            tool_calls=calls,
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            model=self.model,
+            reasoning="".join(self.reasoning) or None,
+            raw={"object": STREAM_OBJECT, "chunks": self.chunks},
+        )
+
+
+def parse_stream(
+    chunks: Iterable[dict[str, Any]], on_text_delta: TextDeltaHandler | None = None
+) -> ChatResponse:
+    accumulator = StreamAccumulator(on_text_delta)
+    for chunk in chunks:
+        accumulator.add(chunk)
+    return accumulator.response()
+
+
+def completion_body(response: ChatResponse, model: str) -> dict[str, Any]:
+    """A `chat.completion` dict for `response` (for models that produce no body of their own)."""
+    message: dict[str, Any] = {"role": "assistant", "content": response.text}
+    if response.tool_calls:
+        message["tool_calls"] = [call.as_openai() for call in response.tool_calls]
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": response.model or model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": response.finish_reason
+                or ("tool_calls" if response.tool_calls else "stop"),
+            }
+        ],
+        "usage": usage_body(response.usage),
+    }
+
+
+def usage_body(usage: Usage) -> dict[str, int]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def stream_chunks(
+    response: ChatResponse, model: str, fragment_chars: int = 7, include_usage: bool = True
+) -> Iterator[dict[str, Any]]:
+    """`chat.completion.chunk` dicts for `response`, arguments split into fragments."""
+    base = {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": response.model or model,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    if response.text:
+        words = response.text.split(" ")
+        for i, word in enumerate(words):
+            yield chunk({"content": word if i == len(words) - 1 else word + " "})
+    for index, call in enumerate(response.tool_calls):
+        yield chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": ""},
+                    }
+                ]
+            }
+        )
+        pieces = [
+            call.arguments[i : i + fragment_chars]
+            for i in range(0, len(call.arguments), fragment_chars)
+        ]
+        for piece in pieces:
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    finish = response.finish_reason or ("tool_calls" if response.tool_calls else "stop")
+    yield chunk({}, finish)
+    if include_usage:
+        yield {**base, "choices": [], "usage": usage_body(response.usage)}
+
+
+def sse_text(chunks: Iterable[dict[str, Any]]) -> str:
+    """Chunks as the server-sent-events body a provider sends."""
+    lines = [f"data: {orjson.dumps(chunk).decode()}\n\n" for chunk in chunks]
+    return "".join(lines) + "data: [DONE]\n\n"
+
+
+def parse_sse(text: str) -> list[dict[str, Any]]:
+    """The chunk dicts of a server-sent-events body; raises CompletionFormatError if garbled."""
+    chunks: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            break
+        try:
+            chunks.append(orjson.loads(payload))
+        except orjson.JSONDecodeError as exc:
+            raise CompletionFormatError(f"event-stream line {number} is not JSON: {exc}") from None
+    return chunks

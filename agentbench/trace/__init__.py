@@ -1,0 +1,55 @@
+"""Traces: every run recorded as rows in DuckDB, redacted, linear in size, replayable.
+
+`TraceStore` is the store (attach it with `Runner.run(..., store=...)`), `TraceRecorder` the
+hook that turns events into rows, `RedactionRules` what counts as a secret. The rest of the
+package is implementation and may move.
+"""
+
+from agentbench.trace.code_version import code_version
+from agentbench.trace.errors import (
+    RunNotFoundError,
+    StoreBusyError,
+    StoreFormatError,
+    StoreNotFoundError,
+    TraceStoreError,
+)
+from agentbench.trace.recorder import RunLabels, TraceRecorder
+from agentbench.trace.redact import RedactionRules, Redactor
+from agentbench.trace.request_diff import request_hash
+from agentbench.trace.schema import (
+    ContextDiffRecord,
+    EventRecord,
+    LlmCallRecord,
+    RunRecord,
+    RunRows,
+    RunStatus,
+    RunTrace,
+    ToolCallRecord,
+)
+from agentbench.trace.store import DEFAULT_PATH, ENV_VAR, TraceStore, default_path
+
+__all__ = [
+    "DEFAULT_PATH",
+    "ENV_VAR",
+    "ContextDiffRecord",
+    "EventRecord",
+    "LlmCallRecord",
+    "RedactionRules",
+    "Redactor",
+    "RunLabels",
+    "RunNotFoundError",
+    "RunRecord",
+    "RunRows",
+    "RunStatus",
+    "RunTrace",
+    "StoreBusyError",
+    "StoreFormatError",
+    "StoreNotFoundError",
+    "ToolCallRecord",
+    "TraceRecorder",
+    "TraceStore",
+    "TraceStoreError",
+    "code_version",
+    "default_path",
+    "request_hash",
+]

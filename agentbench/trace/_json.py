@@ -1,0 +1,62 @@
+"""JSON encoding for traces: one place that decides how values become JSON text.
+
+Everything stored in a JSON column, written to the spool or hashed goes through these
+functions, so the bytes are the same wherever a value is written. `canonical` sorts keys: it
+is what request hashes and message comparisons are computed over.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+_PLAIN = orjson.OPT_NON_STR_KEYS
+
+
+def plain(value: Any) -> Any:
+    """`value` as JSON-compatible Python data (models dumped, tuples and sets as lists)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return plain(dataclasses.asdict(value))
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def _fallback(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)  # anything else is stored as its text rather than lost
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text, key order preserved."""
+    return orjson.dumps(value, default=_fallback, option=_PLAIN).decode()
+
+
+def dumps_bytes(value: Any) -> bytes:
+    return orjson.dumps(value, default=_fallback, option=_PLAIN)
+
+
+def canonical(value: Any) -> bytes:
+    """Compact JSON bytes with sorted keys: equal values give equal bytes."""
+    return orjson.dumps(value, default=_fallback, option=_CANONICAL)
+
+
+def loads(text: str | bytes | None) -> Any:
+    return None if text is None else orjson.loads(text)

@@ -1,0 +1,173 @@
+"""The store's schema, as numbered, append-only migrations recorded in `schema_migrations`.
+
+Never edit a migration that has shipped: add the next number. Opening a store for writing
+applies what is missing, in order, each in its own transaction, then checkpoints so the new
+schema is in the main file rather than the write-ahead log. A store whose newest migration
+is unknown to this version was written by a newer agentbench and is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from agentbench._version import __version__
+from agentbench.trace.errors import StoreFormatError
+
+
+@dataclass(frozen=True)
+class Migration:
+    id: int
+    name: str
+    sql: str
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "trace tables",
+        """
+        CREATE TABLE store_meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+        CREATE TABLE runs (
+            run_id VARCHAR PRIMARY KEY,
+            parent_run_id VARCHAR,
+            eval_id VARCHAR,
+            case_id VARCHAR,
+            trial BIGINT,
+            agent VARCHAR NOT NULL,
+            model VARCHAR,
+            input VARCHAR,
+            output VARCHAR,
+            status VARCHAR NOT NULL,
+            stop_reason VARCHAR,
+            error VARCHAR,
+            started_at TIMESTAMPTZ NOT NULL,
+            finished_at TIMESTAMPTZ,
+            duration_ms DOUBLE,
+            iterations BIGINT,
+            llm_calls BIGINT,
+            tool_calls BIGINT,
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            cost_usd DOUBLE,
+            code_version VARCHAR,
+            context VARCHAR
+        );
+        CREATE TABLE llm_calls (
+            run_id VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,
+            step BIGINT,
+            purpose VARCHAR NOT NULL,
+            ts TIMESTAMPTZ NOT NULL,
+            model VARCHAR,
+            request_diff VARCHAR NOT NULL,
+            request_hash VARCHAR NOT NULL,
+            messages BIGINT NOT NULL,
+            messages_added BIGINT NOT NULL,
+            messages_dropped BIGINT NOT NULL,
+            response VARCHAR,
+            finish_reason VARCHAR,
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            latency_ms DOUBLE,
+            attempts BIGINT
+        );
+        CREATE TABLE tool_calls (
+            run_id VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,
+            step BIGINT,
+            ts TIMESTAMPTZ NOT NULL,
+            call_id VARCHAR NOT NULL,
+            tool VARCHAR NOT NULL,
+            arguments VARCHAR,
+            result_kind VARCHAR,
+            result VARCHAR,
+            error VARCHAR,
+            effect VARCHAR,
+            duration_ms DOUBLE,
+            truncated BOOLEAN,
+            stops_run BOOLEAN
+        );
+        CREATE TABLE context_diffs (
+            run_id VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,
+            step BIGINT,
+            ts TIMESTAMPTZ NOT NULL,
+            scope VARCHAR NOT NULL,
+            key VARCHAR NOT NULL,
+            op VARCHAR NOT NULL,
+            old VARCHAR,
+            new VARCHAR
+        );
+        CREATE TABLE events (
+            run_id VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,
+            step BIGINT,
+            ts TIMESTAMPTZ NOT NULL,
+            kind VARCHAR NOT NULL,
+            payload VARCHAR NOT NULL
+        );
+        INSERT INTO store_meta VALUES ('format', 'agentbench-traces');
+        """,
+    ),
+)
+LATEST = MIGRATIONS[-1].id
+MARKER_TABLE = "schema_migrations"
+
+
+def applied(conn: duckdb.DuckDBPyConnection) -> int:
+    """The newest migration applied to this database; 0 for a new, empty one."""
+    tables = {row[0] for row in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    if MARKER_TABLE not in tables:
+        return 0 if not tables else -1
+    row = conn.execute(f"SELECT coalesce(max(id), 0) FROM {MARKER_TABLE}").fetchone()
+    return int(row[0]) if row else 0
+
+
+def check(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
+    """The applied migration number, or StoreFormatError for foreign and newer stores."""
+    version = applied(conn)
+    if version < 0:
+        tables = sorted(
+            r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        )
+        raise StoreFormatError(
+            f"{path} is a DuckDB database but not an agentbench trace store: it has no "
+            f"{MARKER_TABLE} table (tables found: {', '.join(tables[:8])}); "
+            "point --db / AGENTBENCH_DB at a trace store or a new file"
+        )
+    if version > LATEST:
+        raise StoreFormatError(
+            f"{path} was written by a newer agentbench (schema {version}; this version "
+            f"knows up to {LATEST}): upgrade agentbench to read it"
+        )
+    return version
+
+
+def migrate(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
+    """Apply every missing migration; return how many were applied."""
+    version = check(conn, path)
+    if version == LATEST:
+        return 0
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {MARKER_TABLE} ("
+        "id INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL, "
+        "agentbench VARCHAR NOT NULL)"
+    )
+    pending = [m for m in MIGRATIONS if m.id > version]
+    for migration in pending:
+        conn.execute("BEGIN")
+        try:
+            conn.execute(migration.sql)
+            conn.execute(
+                f"INSERT INTO {MARKER_TABLE} VALUES (?, ?, now(), ?)",
+                [migration.id, migration.name, __version__],
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    conn.execute("CHECKPOINT")
+    return len(pending)

@@ -1,0 +1,158 @@
+"""Export and import: a store as a folder of Parquet files, optionally a date-partitioned lake.
+
+`export_parquet` writes one Parquet file per table (`runs.parquet`, …) or, partitioned by the
+run's start date, a Hive-style tree (`runs/date=2025-01-31/…parquet`) that DuckDB, Spark and
+Trino read as a table. A `manifest.json`, written last, says what the folder holds (format
+version, schema version, row counts); `import_parquet` refuses folders without one or whose
+counts do not match, and skips runs the store already has, so importing twice is harmless.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+
+from agentbench._version import __version__
+from agentbench.trace.errors import StoreFormatError
+from agentbench.trace.migrations import LATEST
+from agentbench.trace.schema import INSERT_ORDER, TABLES
+
+FORMAT = "agentbench-traces"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+def _literal(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _dated(table: str) -> str:
+    """The table's rows with the date of their run's start, the partition key."""
+    if table == "runs":
+        return "SELECT *, CAST(started_at AS DATE) AS date FROM runs"
+    return (
+        f"SELECT t.*, CAST(r.started_at AS DATE) AS date FROM {table} t "
+        "LEFT JOIN runs r ON r.run_id = t.run_id"
+    )
+
+
+def export_parquet(
+    conn: duckdb.DuckDBPyConnection, directory: Path, *, partition_by_date: bool = False
+) -> dict[str, Any]:
+    """Write every table to `directory` (which must be new or empty); return the manifest."""
+    if directory.exists() and any(directory.iterdir()):
+        raise StoreFormatError(f"export folder {directory} is not empty: choose a new folder")
+    directory.mkdir(parents=True, exist_ok=True)
+    tables: dict[str, dict[str, Any]] = {}
+    for table in TABLES:
+        row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        count = int(row[0]) if row else 0
+        order = "run_id" if table == "runs" else "run_id, seq"
+        if partition_by_date:
+            target = directory / table
+            if count:
+                conn.execute(
+                    f"COPY ({_dated(table)} ORDER BY {order}) TO {_literal(target)} "
+                    "(FORMAT parquet, PARTITION_BY (date))"
+                )
+            location = table
+        else:
+            target = directory / f"{table}.parquet"
+            conn.execute(
+                f"COPY (SELECT * FROM {table} ORDER BY {order}) TO {_literal(target)} "
+                "(FORMAT parquet)"
+            )
+            location = target.name
+        tables[table] = {"rows": count, "path": location}
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "schema_version": LATEST,
+        "partition_by": "date" if partition_by_date else None,
+        "exported_at": datetime.now(UTC).isoformat(),
+        "agentbench": __version__,
+        "tables": tables,
+    }
+    (directory / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    return manifest
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    path = directory / MANIFEST
+    if not path.is_file():
+        raise StoreFormatError(
+            f"{directory} has no {MANIFEST}: expected a folder written by "
+            "`agentbench traces export`"
+        )
+    try:
+        manifest = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise StoreFormatError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise StoreFormatError(f"{path}: format is not {FORMAT!r}; not an agentbench export")
+    if manifest.get("format_version", 0) > FORMAT_VERSION:
+        raise StoreFormatError(
+            f"{path}: export format {manifest.get('format_version')} is newer than this "
+            f"agentbench reads ({FORMAT_VERSION}): upgrade agentbench"
+        )
+    if manifest.get("schema_version", 0) > LATEST:
+        raise StoreFormatError(
+            f"{path}: written with store schema {manifest.get('schema_version')}, newer than "
+            f"this agentbench knows ({LATEST}): upgrade agentbench"
+        )
+    return manifest
+
+
+def _source(directory: Path, entry: dict[str, Any], partitioned: bool) -> str:
+    if partitioned:
+        files = _literal(directory / entry["path"] / "**" / "*.parquet")
+        return (
+            f"(SELECT * EXCLUDE (date) FROM read_parquet({files}, hive_partitioning = true, "
+            "union_by_name = true))"
+        )
+    return f"read_parquet({_literal(directory / entry['path'])})"
+
+
+def import_parquet(conn: duckdb.DuckDBPyConnection, directory: Path) -> dict[str, int]:
+    """Add an export's rows to the store, skipping runs it already has; counts per table."""
+    manifest = read_manifest(directory)
+    partitioned = manifest.get("partition_by") == "date"
+    entries: dict[str, dict[str, Any]] = manifest.get("tables", {})
+    inserted: dict[str, int] = {}
+    conn.execute("BEGIN")
+    try:
+        for table in INSERT_ORDER:  # child rows first, while `runs` still shows what is new
+            entry = entries.get(table)
+            if entry is None or not entry.get("rows"):
+                inserted[table] = 0
+                continue
+            source = _source(directory, entry, partitioned)
+            found = conn.execute(f"SELECT count(*) FROM {source}").fetchone()
+            if not found or found[0] != entry["rows"]:
+                raise StoreFormatError(
+                    f"{directory}: {table} has {found[0] if found else 0} rows but the "
+                    f"manifest says {entry['rows']}: the export is incomplete or was changed"
+                )
+            before = _count(conn, table)
+            conn.execute(
+                f"INSERT INTO {table} BY NAME SELECT * FROM {source} "
+                "WHERE run_id NOT IN (SELECT run_id FROM runs)"
+            )
+            inserted[table] = _count(conn, table) - before
+        conn.execute("COMMIT")
+    except duckdb.Error as exc:
+        conn.execute("ROLLBACK")
+        raise StoreFormatError(f"cannot import {directory}: {exc}") from None
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return inserted
+
+
+def _count(conn: duckdb.DuckDBPyConnection, table: str) -> int:
+    row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,318 @@
+"""`TraceRecorder`: a runner hook that turns events into trace rows.
+
+It keeps a little state per run (the previous request, calls waiting for their result), so
+one recorder can follow any number of interleaved runs — a conversation's handoff children
+arrive through the same hooks. Rows are redacted as they are built, so nothing unredacted
+ever leaves it. When a run starts its sink is told (a cheap, durable marker, so a crash
+shows the run as `incomplete`); when it finishes the sink gets all of the run's rows at once.
+
+Mapping: run_started/run_finished → `runs`; model_request + model_response → `llm_calls`;
+tool_started + tool_finished, and tool_call_rejected → `tool_calls`; context_changed →
+`context_diffs`; text deltas of one model call are coalesced into one `text_delta` row of
+`events`; every other kind (memory_decision, handoff, guard_triggered, and kinds added
+later) → `events`, with the event's own fields as a JSON payload.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from agentbench.trace import _json
+from agentbench.trace.code_version import code_version as current_code_version
+from agentbench.trace.redact import Redactor
+from agentbench.trace.request_diff import RequestChain, encode_request
+from agentbench.trace.schema import RunRows, RunStatus, status_of
+
+log = logging.getLogger("agentbench.trace")
+
+# Fields every event has; the rest of an unknown event is its payload.
+_BASE_FIELDS = {"run_id", "seq", "ts", "agent", "kind", "step"}
+
+
+class RunSink(Protocol):
+    """Where a recorder delivers runs (a `TraceStore`, or a list in tests)."""
+
+    def run_started(self, row: dict[str, Any]) -> None: ...
+
+    def run_finished(self, rows: RunRows) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunLabels:
+    """What an evaluation knows about a run that the runtime does not."""
+
+    eval_id: str | None = None
+    case_id: str | None = None
+    trial: int | None = None
+
+
+@dataclass
+class _RunTrace:
+    run: dict[str, Any]
+    rows: RunRows = field(default_factory=RunRows)
+    chains: dict[str, RequestChain] = field(default_factory=dict)
+    waiting_llm: dict[str, dict[str, Any]] = field(default_factory=dict)  # by purpose
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # by call id
+    text: dict[str, Any] | None = None  # deltas of the current model call, coalesced
+
+
+class TraceRecorder:
+    """Call it with every event (it is a hook); it hands finished runs to its sink."""
+
+    def __init__(
+        self,
+        sink: RunSink,
+        *,
+        redactor: Redactor | None = None,
+        labels: RunLabels | None = None,
+        code_version: Callable[[], str | None] = current_code_version,
+    ) -> None:
+        self.sink = sink
+        self.redactor = redactor or Redactor()
+        self.labels = labels or RunLabels()
+        self._code_version = code_version
+        self._runs: dict[str, _RunTrace] = {}
+        self._handlers: dict[str, Callable[[_RunTrace, Any], None]] = {
+            "model_request": self._model_request,
+            "model_response": self._model_response,
+            "text_delta": self._text_delta,
+            "tool_started": self._tool_started,
+            "tool_finished": self._tool_finished,
+            "tool_call_rejected": self._tool_call_rejected,
+            "context_changed": self._context_changed,
+        }
+
+    def __call__(self, event: Any) -> None:
+        kind = event.kind
+        if kind == "run_started":
+            self._run_started(event)
+            return
+        trace = self._runs.get(event.run_id) or self._adopt(event)
+        if kind != "text_delta":
+            self._flush_text(trace)
+        if kind == "run_finished":
+            self._run_finished(trace, event)
+            return
+        self._handlers.get(kind, self._other)(trace, event)
+
+    # -- runs ------------------------------------------------------------------------------
+    def _run_started(self, event: Any) -> None:
+        run = self._run_row(event, event.ts)
+        run.update(
+            parent_run_id=event.parent_run_id,
+            model=event.model,
+            input=self._json(event.input),
+            context=self._json(event.context) if event.context else None,
+        )
+        self._runs[event.run_id] = _RunTrace(run)
+        self.sink.run_started(dict(run))
+
+    def _adopt(self, event: Any) -> _RunTrace:
+        """A run whose start we did not see (attached mid-run): record what we can."""
+        trace = _RunTrace(self._run_row(event, event.ts))
+        self._runs[event.run_id] = trace
+        return trace
+
+    def _run_row(self, event: Any, started: datetime) -> dict[str, Any]:
+        return {
+            "run_id": event.run_id,
+            "parent_run_id": None,
+            "eval_id": self.labels.eval_id,
+            "case_id": self.labels.case_id,
+            "trial": self.labels.trial,
+            "agent": event.agent,
+            "model": None,
+            "input": None,
+            "output": None,
+            "status": RunStatus.INCOMPLETE.value,
+            "stop_reason": None,
+            "error": None,
+            "started_at": started,
+            "finished_at": None,
+            "duration_ms": None,
+            "iterations": None,
+            "llm_calls": None,
+            "tool_calls": None,
+            "input_tokens": None,
+            "output_tokens": None,
+            "cost_usd": None,
+            "code_version": self._code_version(),
+            "context": None,
+        }
+
+    def _run_finished(self, trace: _RunTrace, event: Any) -> None:
+        del self._runs[event.run_id]
+        stop = str(event.stop_reason)
+        usage = event.usage
+        trace.run.update(
+            status=status_of(stop).value,
+            stop_reason=stop,
+            output=None if event.output is None else self._json(event.output),
+            error=None if event.error is None else self._json(event.error),
+            finished_at=event.ts,
+            duration_ms=event.duration_ms,
+            iterations=event.iterations,
+            llm_calls=len(trace.rows.llm_calls),
+            tool_calls=len(trace.rows.tool_calls),
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+        )
+        trace.rows.runs.append(trace.run)
+        trace.rows.tool_calls.sort(key=lambda row: row["seq"])
+        self.sink.run_finished(trace.rows)
+
+    # -- model calls ---------------------------------------------------------------------
+    def _model_request(self, trace: _RunTrace, event: Any) -> None:
+        purpose = getattr(event, "purpose", "agent")
+        encoded, trace.chains[purpose] = encode_request(
+            trace.chains.get(purpose), event.request, self.redactor
+        )
+        row = {
+            "run_id": event.run_id,
+            "seq": event.seq,
+            "step": event.step,
+            "purpose": purpose,
+            "ts": event.ts,
+            "model": event.request.get("model"),
+            "request_diff": _json.dumps(encoded.diff),
+            "request_hash": encoded.hash,
+            "messages": encoded.messages,
+            "messages_added": encoded.added,
+            "messages_dropped": encoded.dropped,
+            "response": None,
+            "finish_reason": None,
+            "input_tokens": None,
+            "output_tokens": None,
+            "latency_ms": None,
+            "attempts": None,
+        }
+        trace.rows.llm_calls.append(row)
+        trace.waiting_llm[purpose] = row
+
+    def _model_response(self, trace: _RunTrace, event: Any) -> None:
+        purpose = getattr(event, "purpose", "agent")
+        row = trace.waiting_llm.pop(purpose, None)
+        if row is None:  # a response without a request we saw: keep it anyway
+            self._other(trace, event)
+            return
+        response = event.response
+        row.update(
+            model=response.model or row["model"],
+            response=self._json(response),
+            finish_reason=response.finish_reason,
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            latency_ms=response.latency_ms,
+            attempts=response.attempts,
+        )
+
+    def _text_delta(self, trace: _RunTrace, event: Any) -> None:
+        if trace.text is None or trace.text["step"] != event.step:
+            self._flush_text(trace)
+            trace.text = {"seq": event.seq, "step": event.step, "ts": event.ts, "parts": []}
+        trace.text["parts"].append(event.text)
+
+    def _flush_text(self, trace: _RunTrace) -> None:
+        if trace.text is None:
+            return
+        text, trace.text = trace.text, None
+        payload = {"text": "".join(text["parts"]), "deltas": len(text["parts"])}
+        trace.rows.events.append(
+            {
+                "run_id": trace.run["run_id"],
+                "seq": text["seq"],
+                "step": text["step"],
+                "ts": text["ts"],
+                "kind": "text_delta",
+                "payload": self._json(payload),
+            }
+        )
+
+    # -- tools -----------------------------------------------------------------------------
+    def _tool_row(self, event: Any, arguments: str | None) -> dict[str, Any]:
+        return {
+            "run_id": event.run_id,
+            "seq": event.seq,
+            "step": event.step,
+            "ts": event.ts,
+            "call_id": event.call_id,
+            "tool": event.tool,
+            "arguments": arguments,
+            "result_kind": None,
+            "result": None,
+            "error": None,
+            "effect": None,
+            "duration_ms": None,
+            "truncated": None,
+            "stops_run": None,
+        }
+
+    def _tool_started(self, trace: _RunTrace, event: Any) -> None:
+        row = self._tool_row(event, self._json(event.arguments))
+        trace.rows.tool_calls.append(row)
+        trace.tools[event.call_id] = row
+
+    def _tool_finished(self, trace: _RunTrace, event: Any) -> None:
+        row = trace.tools.pop(event.call_id, None)
+        if row is None:
+            row = self._tool_row(event, self._json(event.arguments))
+            trace.rows.tool_calls.append(row)
+        result = event.result
+        row.update(
+            result_kind=str(result.kind),
+            result=None if result.data is None else self._json(result.data),
+            error=None if result.error is None else self.redactor.text(result.error),
+            effect=str(event.effect),
+            duration_ms=result.duration_ms,
+            truncated=result.truncated,
+            stops_run=result.stop,
+        )
+
+    def _tool_call_rejected(self, trace: _RunTrace, event: Any) -> None:
+        # The raw text is kept as a JSON string: it is what the model sent, parseable or not.
+        row = self._tool_row(event, self._json(event.raw_arguments))
+        row.update(
+            result_kind="rejected",
+            result=self._json({"reason": event.reason}),
+            error=self.redactor.text(event.message),
+        )
+        trace.rows.tool_calls.append(row)
+
+    # -- context and everything else --------------------------------------------------------
+    def _context_changed(self, trace: _RunTrace, event: Any) -> None:
+        redact = self.redactor.keyed
+        trace.rows.context_diffs.append(
+            {
+                "run_id": event.run_id,
+                "seq": event.seq,
+                "step": event.step,
+                "ts": event.ts,
+                "scope": str(event.scope),
+                "key": event.key,
+                "op": str(event.op),
+                # NULL means "no value" (before an add, after a remove); JSON null is a value.
+                "old": None if event.op == "add" else _json.dumps(redact(event.key, event.old)),
+                "new": None if event.op == "remove" else _json.dumps(redact(event.key, event.new)),
+            }
+        )
+
+    def _other(self, trace: _RunTrace, event: Any) -> None:
+        payload = event.model_dump(mode="json", exclude=_BASE_FIELDS)
+        trace.rows.events.append(
+            {
+                "run_id": event.run_id,
+                "seq": event.seq,
+                "step": getattr(event, "step", None),
+                "ts": event.ts,
+                "kind": event.kind,
+                "payload": self._json(payload),
+            }
+        )
+
+    def _json(self, value: Any) -> str:
+        """Every JSON column is written through here: redaction cannot be skipped."""
+        return _json.dumps(self.redactor.value(value))

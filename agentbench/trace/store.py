@@ -1,0 +1,226 @@
+"""`TraceStore`: every run as a structured trace in one DuckDB file.
+
+Attach one to a run with `Runner.run(..., store=TraceStore("traces.duckdb"))`, or set
+`AGENTBENCH_DB`; the default file is `.agentbench/traces.duckdb` under the working
+directory. Recording goes through this process's journal beside the file (see `spool` and
+`recording`), so several processes can record into one store at once and a crash loses no
+finished run. Reading first stores what is queued and what crashed processes left, then
+opens the file read-only, waiting (and saying so) while another process writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from agentbench.trace import portable, queries
+from agentbench.trace.database import WaitNotice, opened
+from agentbench.trace.errors import TraceStoreError
+from agentbench.trace.migrations import LATEST, check, migrate
+from agentbench.trace.recorder import RunLabels, TraceRecorder
+from agentbench.trace.recording import Recording, store_batch
+from agentbench.trace.redact import RedactionRules, Redactor
+from agentbench.trace.schema import RunRecord, RunRows, RunTrace
+from agentbench.trace.spool import has_dead, spool_dir
+
+log = logging.getLogger("agentbench.trace")
+
+ENV_VAR = "AGENTBENCH_DB"
+DEFAULT_PATH = Path(".agentbench") / "traces.duckdb"
+
+
+def default_path() -> Path:
+    """AGENTBENCH_DB if set, else `.agentbench/traces.duckdb` under the working directory."""
+    return Path(os.environ.get(ENV_VAR) or DEFAULT_PATH)
+
+
+class TraceStore:
+    """A trace store file: pass it as `store=` to record runs, and query what was recorded."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        redaction: RedactionRules | None = None,
+        wait_s: float = 30.0,
+        exit_wait_s: float = 10.0,
+        on_wait: WaitNotice | None = None,
+        fsync: bool = False,
+    ) -> None:
+        self.path = Path(path if path is not None else default_path()).absolute()
+        self.redaction = redaction or RedactionRules()
+        self.wait_s = wait_s  # how long reads and flushes wait for another process's lock
+        self.exit_wait_s = exit_wait_s
+        self.on_wait = on_wait or (lambda message: log.info("%s", message))
+        self._fsync = fsync
+        self._recording: Recording | None = None
+        self._recording_guard = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"TraceStore({str(self.path)!r})"
+
+    # -- recording (the runner asks for `run_hook`; the recorder calls the sink methods) ----
+    def run_hook(self) -> TraceRecorder:
+        """A recorder for one `Runner` call (and the runs it hands off to)."""
+        return TraceRecorder(self, redactor=Redactor(self.redaction))
+
+    def with_labels(
+        self, *, eval_id: str | None = None, case_id: str | None = None, trial: int | None = None
+    ) -> LabelledStore:
+        """The same store, stamping evaluation labels on the runs recorded through it."""
+        return LabelledStore(self, RunLabels(eval_id=eval_id, case_id=case_id, trial=trial))
+
+    def run_started(self, row: dict[str, Any]) -> None:
+        self._recorder_side().run_started(row)
+
+    def run_finished(self, rows: RunRows) -> None:
+        self._recorder_side().run_finished(rows)
+
+    def flush(self) -> None:
+        """Store every finished run now (normally a background thread does it)."""
+        if self._recording is not None:
+            self._recording.flush(self.wait_s, self.on_wait)
+
+    def close(self) -> None:
+        """Flush and release this process's journal (also done at interpreter exit)."""
+        if self._recording is not None:
+            self._recording.close()
+
+    def __enter__(self) -> TraceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _recorder_side(self) -> Recording:
+        with self._recording_guard:
+            if self._recording is None:
+                self._recording = Recording(
+                    self.path, fsync=self._fsync, exit_wait_s=self.exit_wait_s
+                )
+            return self._recording
+
+    # -- reading -------------------------------------------------------------------------------
+    def runs(
+        self,
+        *,
+        agent: str | None = None,
+        status: str | None = None,
+        stop_reason: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]:
+        """Stored runs, newest first."""
+        with self.reading() as conn:
+            return queries.list_runs(
+                conn, agent=agent, status=status, stop_reason=stop_reason, since=since, limit=limit
+            )
+
+    def run(self, run_id: str) -> RunTrace:
+        """One run's whole trace; `run_id` may be a unique prefix."""
+        with self.reading() as conn:
+            full = queries.resolve_run_id(conn, run_id, self.path)
+            return queries.load_run(conn, full, self.path)
+
+    def request(self, run_id: str, seq: int) -> dict[str, Any]:
+        """The exact (redacted) request body of the run's llm call with this `seq`."""
+        with self.reading() as conn:
+            return queries.rebuild_request(conn, run_id, seq, self.path)
+
+    def requests(self, run_id: str) -> dict[int, dict[str, Any]]:
+        """Every request body of the run, by llm call `seq`."""
+        with self.reading() as conn:
+            return queries.rebuild_requests(conn, run_id, self.path)
+
+    def sql(self, query: str) -> queries.QueryResult:
+        """Run SQL on a read-only connection."""
+        with self.reading() as conn:
+            return queries.run_sql(conn, query)
+
+    def export_parquet(
+        self, directory: str | os.PathLike[str], *, partition_by_date: bool = False
+    ) -> dict[str, Any]:
+        """Write the whole store to a folder of Parquet files (see `portable`)."""
+        with self.reading() as conn:
+            return portable.export_parquet(
+                conn, Path(directory), partition_by_date=partition_by_date
+            )
+
+    def import_parquet(self, directory: str | os.PathLike[str]) -> dict[str, int]:
+        """Add an exported folder's runs to this store; returns rows added per table."""
+        portable.read_manifest(Path(directory))  # fail before taking the write lock
+        self.flush()
+        with self.writing() as conn:
+            return portable.import_parquet(conn, Path(directory))
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-write connection to the migrated store (waits for the lock)."""
+        with opened(self.path, write=True, wait_s=self.wait_s, on_wait=self.on_wait) as conn:
+            migrate(conn, self.path)
+            yield conn
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection, after storing queued runs and crashed processes' journals."""
+        self.flush()
+        own = self._recording.own_journals() if self._recording is not None else set()
+        spool = spool_dir(self.path)
+        if has_dead(spool, own) or (not self.path.exists() and spool.is_dir()):
+            self._store_dead(own)
+        for attempt in range(2):
+            with opened(self.path, write=False, wait_s=self.wait_s, on_wait=self.on_wait) as conn:
+                if check(conn, self.path) == LATEST:
+                    yield conn
+                    return
+            if attempt == 0:
+                self._store_dead(own)  # an older schema: migrating needs the write lock
+        raise TraceStoreError(f"{self.path}: could not bring the store to schema {LATEST}")
+
+    def _store_dead(self, own: set[Path]) -> None:
+        store_batch(
+            self.path,
+            take=list,
+            give_back=lambda batch: None,
+            own=own,
+            wait_s=self.wait_s,
+            on_wait=self.on_wait,
+        )
+
+
+class LabelledStore:
+    """A `TraceStore` view whose recorded runs carry evaluation labels."""
+
+    def __init__(self, store: TraceStore, labels: RunLabels) -> None:
+        self.store = store
+        self.labels = labels
+
+    def run_hook(self) -> TraceRecorder:
+        return TraceRecorder(
+            self.store, redactor=Redactor(self.store.redaction), labels=self.labels
+        )
+
+
+_env_stores: dict[Path, TraceStore] = {}
+_env_guard = threading.Lock()
+
+
+def store_from_env() -> TraceStore | None:
+    """The store AGENTBENCH_DB names (one per path per process), or None if it is unset."""
+    value = os.environ.get(ENV_VAR)
+    if not value:
+        return None
+    path = Path(value).absolute()
+    with _env_guard:
+        store = _env_stores.get(path)
+        if store is None:
+            store = _env_stores[path] = TraceStore(path)
+        return store

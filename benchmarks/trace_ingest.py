@@ -1,0 +1,187 @@
+"""Trace ingest: recording speed against a raw Arrow insert, and stored bytes per step.
+
+    python benchmarks/trace_ingest.py [--runs 40] [--steps 50]
+
+1. Synthetic runs (a growing tool-calling conversation) are fed to a `TraceRecorder` on a
+   `TraceStore` until every row is committed: recorded steps per second, end to end (event →
+   redacted rows → journal → Arrow → DuckDB). The same rows, read back as Arrow tables, are
+   then inserted into a fresh DuckDB file with one INSERT per table: the floor. Printed: both
+   rates and their ratio.
+2. One run per length (25 … 200 steps): stored bytes per step against the bytes of the run's
+   messages. The ratio must stay flat as runs grow; storing every request in full (shown for
+   contrast) grows with the length of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from agentbench.runtime.events import (
+    ModelRequest,
+    ModelResponse,
+    RunFinished,
+    RunStarted,
+    ToolFinished,
+    ToolStarted,
+)
+from agentbench.runtime.models import ChatResponse, ToolCall, Usage
+from agentbench.runtime.tools import ToolResult
+from agentbench.trace import TraceRecorder, TraceStore
+from agentbench.trace._json import canonical
+from agentbench.trace.redact import Redactor
+from agentbench.trace.schema import TABLES
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the catalogue.",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        },
+    }
+]
+
+
+def run_events(run_id: str, steps: int) -> tuple[list[Any], list[dict[str, Any]]]:
+    """A run's events, and every message it sent (for the size baseline)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You answer questions about the catalogue."},
+        {"role": "user", "content": "Find me three teas under 10 euros, with reasons."},
+    ]
+    events: list[Any] = []
+    seq = 0
+
+    def add(cls: type, **fields: Any) -> None:
+        nonlocal seq
+        events.append(cls(run_id=run_id, seq=seq, agent="shop", **fields))
+        seq += 1
+
+    add(RunStarted, input=messages[1]["content"], model="bench")
+    for step in range(1, steps + 1):
+        request = {"model": "bench", "messages": list(messages), "tools": TOOLS}
+        add(ModelRequest, step=step, request=request)
+        call = ToolCall("search", {"q": f"tea number {step}"}, id=f"call_{run_id}_{step}")
+        response = ChatResponse(
+            tool_calls=[call],
+            finish_reason="tool_calls",
+            usage=Usage(input_tokens=40 * len(messages), output_tokens=12),
+            latency_ms=350.0,
+            model="bench",
+        )
+        add(ModelResponse, step=step, response=response)
+        add(ToolStarted, step=step, call_id=call.id, tool="search", arguments={"q": call.name})
+        data = {"results": [{"name": f"tea {step}-{i}", "price": 4.5 + i} for i in range(4)]}
+        result = ToolResult.ok(data).model_copy(update={"duration_ms": 2.0})
+        add(
+            ToolFinished,
+            step=step,
+            call_id=call.id,
+            tool="search",
+            arguments={"q": call.name},
+            result=result,
+            effect="read_only",
+        )
+        messages.append(response.as_message())
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": str(data)})
+    add(RunFinished, stop_reason="completed", output="done", iterations=steps)
+    return events, messages
+
+
+def record(store: TraceStore, runs: list[list[Any]]) -> float:
+    """Seconds to record every run and commit it (the clock stops after the flush)."""
+    started = time.perf_counter()
+    recorder = TraceRecorder(store, redactor=Redactor(), code_version=lambda: "bench")
+    for events in runs:
+        for event in events:
+            recorder(event)
+    store.flush()
+    return time.perf_counter() - started
+
+
+def raw_insert(source: Path, target: Path) -> float:
+    """Seconds for one Arrow INSERT per table of the same rows into a fresh store."""
+    reader = duckdb.connect(str(source), read_only=True)
+    tables = {name: reader.sql(f"SELECT * FROM {name}").to_arrow_table() for name in TABLES}
+    ddl = {
+        name: reader.execute(
+            "SELECT sql FROM duckdb_tables() WHERE table_name = ?", [name]
+        ).fetchone()[0]
+        for name in TABLES
+    }
+    reader.close()
+    writer = duckdb.connect(str(target))
+    for statement in ddl.values():
+        writer.execute(statement)
+    started = time.perf_counter()
+    writer.execute("BEGIN")
+    for name, table in tables.items():
+        writer.register(f"batch_{name}", table)
+        writer.execute(f"INSERT INTO {name} BY NAME SELECT * FROM batch_{name}")
+    writer.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    writer.close()
+    return elapsed
+
+
+def stored_bytes(path: Path, run_id: str) -> int:
+    """Bytes of the run's stored values (text as UTF-8, numbers and times 8 bytes each)."""
+    conn = duckdb.connect(str(path), read_only=True)
+    total = 0
+    for name in TABLES:
+        table = conn.sql(f"SELECT * FROM {name} WHERE run_id = '{run_id}'").to_arrow_table()
+        total += table.nbytes
+    conn.close()
+    return total
+
+
+def size_table(folder: Path, lengths: list[int]) -> None:
+    print("\nstored bytes per step (one run of each length)")
+    print("  steps  bytes/step  message bytes  stored/messages  full requests/messages")
+    for steps in lengths:
+        store = TraceStore(folder / f"size_{steps}.duckdb")
+        events, messages = run_events(f"run_size_{steps}", steps)
+        record(store, [events])
+        stored = stored_bytes(store.path, f"run_size_{steps}")
+        message_bytes = sum(len(canonical(m)) for m in messages)
+        full = sum(len(canonical(e.request)) for e in events if e.kind == "model_request")
+        print(
+            f"  {steps:>5}  {stored / steps:>10,.0f}  {message_bytes:>13,}"
+            f"  {stored / message_bytes:>15.2f}  {full / message_bytes:>21.1f}"
+        )
+        store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--steps", type=int, default=50)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="agentbench-bench-") as tmp:
+        folder = Path(tmp)
+        runs = [run_events(f"run_{i:04d}", args.steps)[0] for i in range(args.runs)]
+        steps = args.runs * args.steps
+        store = TraceStore(folder / "recorded.duckdb")
+        with store.writing():
+            pass  # create and migrate the file first: the baseline's tables exist too
+        recorded_s = record(store, runs)
+        store.close()
+        raw_s = raw_insert(store.path, folder / "raw.duckdb")
+        print(f"trace ingest, {datetime.now(UTC):%Y-%m-%d}: {args.runs} runs x {args.steps} steps")
+        print(
+            f"  recorded (event -> rows -> journal -> DuckDB): {steps / recorded_s:>10,.0f} steps/s"
+        )
+        print(f"  raw Arrow insert of the same rows:              {steps / raw_s:>10,.0f} steps/s")
+        print(f"  ratio raw / recorded: {recorded_s / raw_s:.1f}x")
+        size_table(folder, [25, 50, 100, 200])
+
+
+if __name__ == "__main__":
+    main()

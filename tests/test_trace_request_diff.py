@@ -1,0 +1,219 @@
+"""Requests stored as diffs rebuild exactly, stay linear in size, and survive memory.
+
+Memory compression is simulated with synthetic event sequences: later requests drop earlier
+messages, replace them with a summary, truncate one in place, change parameters.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentbench import Agent, FunctionModel, Runner, ToolCall, tool
+from agentbench.runtime.events import ModelRequest, ModelResponse, RunFinished, RunStarted
+from agentbench.runtime.models import ChatResponse, Usage
+from agentbench.trace import TraceStore, request_hash
+from agentbench.trace.recorder import TraceRecorder
+from agentbench.trace.redact import Redactor
+from agentbench.trace.request_diff import RequestChain, apply_diff, encode_request
+from agentbench.trace.schema import RunRows
+
+NO_SECRETS = Redactor(environ={})
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.finished: list[RunRows] = []
+
+    def run_started(self, row: dict[str, Any]) -> None:
+        pass
+
+    def run_finished(self, rows: RunRows) -> None:
+        self.finished.append(rows)
+
+
+def encode_all(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    chain: RequestChain | None = None
+    rebuilt: list[dict[str, Any]] = []
+    previous = None
+    for request in requests:
+        encoded, chain = encode_request(chain, request, NO_SECRETS)
+        previous = apply_diff(previous, encoded.diff)
+        assert request_hash(previous) == encoded.hash
+        rebuilt.append(previous)
+    return rebuilt
+
+
+def conversation(steps: int, seed: int = 7) -> list[dict[str, Any]]:
+    """Requests of a long run whose memory drops, summarises and truncates messages.
+
+    Messages are shared between requests (as the runner shares them) and one is truncated
+    in place, so a recorder that trusted object identity would store the wrong request.
+    """
+    rng = random.Random(seed)
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {}}}]
+    state: list[str] = []
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": ""},
+        {"role": "user", "content": "Plan a trip to Lisbon in May."},
+    ]
+    seen: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"model": "m-1", "tools": tools, "temperature": 0.2}
+    for step in range(1, steps + 1):
+        messages[0] = {
+            "role": "system",
+            "content": "You plan trips.\n## State so far\n" + "\n".join(f"- {s}" for s in state),
+        }
+        request = {"model": params["model"], "messages": list(messages)}
+        request.update({k: v for k, v in params.items() if k != "model"})
+        seen.append(copy.deepcopy(request))
+        call_id = f"call_{step}"
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": f'{{"q": "item {step}"}}'},
+                    }
+                ],
+            }
+        )
+        result = f"result {step}: " + "lorem ipsum " * rng.randint(5, 40)
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+        state = [*state, f"lookup(item {step}) → ok"][-5:]
+        if step % 9 == 0:  # memory: drop the middle, keep a summary and the last turns
+            dropped = len(messages) - 6
+            summary = {"role": "user", "content": f"[summary of {dropped} messages] step {step}"}
+            messages[:] = [messages[0], messages[1], summary, *messages[-4:]]
+        if step % 7 == 0:  # memory: truncate an old tool result in place
+            for message in messages:
+                if message["role"] == "tool" and len(message["content"]) > 40:
+                    message["content"] = message["content"][:40] + "…[truncated]"
+                    break
+        if step % 11 == 0:
+            params["temperature"] = round(rng.random(), 2)
+        if step == 20:
+            params.pop("tools")
+        if step == 30:
+            params["tools"] = tools
+            params["model"] = "m-2"
+    return seen
+
+
+def test_long_run_with_memory_compression_rebuilds_every_request_exactly() -> None:
+    requests = conversation(120)
+    assert encode_all(requests) == requests
+
+
+def test_recorded_run_rebuilds_through_the_store(tmp_path: Path) -> None:
+    requests = conversation(60)
+    store = TraceStore(tmp_path / "t.duckdb")
+    recorder = TraceRecorder(store, redactor=NO_SECRETS, code_version=lambda: None)
+    seq = 0
+
+    def emit(cls: type, **fields: Any) -> None:
+        nonlocal seq
+        recorder(cls(run_id="run_mem", seq=seq, agent="planner", **fields))
+        seq += 1
+
+    emit(RunStarted, input="Plan a trip", model="m-1")
+    seqs = []
+    for step, request in enumerate(requests, start=1):
+        seqs.append(seq)
+        emit(ModelRequest, step=step, request=request)
+        response = ChatResponse(text="ok", usage=Usage(input_tokens=10, output_tokens=2))
+        emit(ModelResponse, step=step, response=response)
+    emit(RunFinished, stop_reason="completed", output="done")
+
+    rebuilt = store.requests("run_mem")
+    assert list(rebuilt) == seqs
+    assert list(rebuilt.values()) == requests
+    assert store.request("run_mem", seqs[37]) == requests[37]
+    calls = store.run("run_mem").llm_calls
+    assert any(c.messages_dropped > 0 for c in calls)  # the compression is visible
+    store.close()
+
+
+async def test_a_real_run_rebuilds_the_requests_the_model_saw(tmp_path: Path) -> None:
+    @tool(effect="read_only")
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return f"about {q}: " + "details " * 20
+
+    def answer(request: dict[str, Any], info: Any) -> Any:
+        if info.index < 25:
+            return ToolCall("lookup", {"q": f"topic {info.index}"})
+        return "done"
+
+    model = FunctionModel(answer)
+    agent = Agent(name="researcher", tools=[lookup])
+    agent.limits.max_iterations = 40
+    store = TraceStore(tmp_path / "t.duckdb")
+    result = await Runner.run(agent, "research", model=model, hooks=[store.run_hook()])
+    assert result.completed
+    assert list(store.requests(result.run_id).values()) == model.requests
+    store.close()
+
+
+def stored_diff_bytes(steps: int) -> int:
+    sink = ListSink()
+    recorder = TraceRecorder(sink, redactor=NO_SECRETS, code_version=lambda: None)
+    recorder(RunStarted(run_id="r", seq=0, agent="a", input="x", model="m"))
+    for step, request in enumerate(conversation(steps, seed=3), start=1):
+        recorder(ModelRequest(run_id="r", seq=step, agent="a", step=step, request=request))
+    recorder(RunFinished(run_id="r", seq=steps + 1, agent="a", stop_reason="completed"))
+    return sum(len(row["request_diff"]) for row in sink.finished[0].llm_calls)
+
+
+def test_stored_requests_grow_linearly_not_quadratically() -> None:
+    small, large = stored_diff_bytes(100), stored_diff_bytes(400)
+    assert large < 4 * small * 1.3  # 4x the steps: about 4x the bytes, not 16x
+
+
+message = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["system", "user", "assistant", "tool"]),
+        "content": st.one_of(st.none(), st.text(max_size=80)),
+    }
+)
+edit = st.tuples(
+    st.sampled_from(["append", "drop", "replace", "truncate", "param", "unset"]),
+    st.integers(min_value=0, max_value=50),
+    message,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=st.lists(message, max_size=6), edits=st.lists(st.lists(edit, max_size=4), max_size=8))
+def test_any_sequence_of_edits_rebuilds_exactly(
+    first: list[dict[str, Any]], edits: list[list[tuple[str, int, dict[str, Any]]]]
+) -> None:
+    messages = list(first)
+    params: dict[str, Any] = {"model": "m", "temperature": 0.0}
+    requests = [{**params, "messages": copy.deepcopy(messages)}]
+    for step in edits:
+        for action, at, new in step:
+            index = at % len(messages) if messages else 0
+            if action == "append" or not messages:
+                messages.append(new)
+            elif action == "drop":
+                del messages[index]
+            elif action == "replace":
+                messages[index] = new
+            elif action == "truncate" and isinstance(messages[index].get("content"), str):
+                text = messages[index]["content"]
+                messages[index] = {**messages[index], "content": text[: len(text) // 2]}
+            elif action == "param":
+                params[f"p{at % 3}"] = at
+            elif action == "unset":
+                params.pop(f"p{at % 3}", None)
+        requests.append({**copy.deepcopy(params), "messages": copy.deepcopy(messages)})
+    assert encode_all(requests) == requests
