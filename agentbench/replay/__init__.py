@@ -1,0 +1,1 @@
+"""Record and replay at the model boundary, and say where behaviour diverged."""

@@ -1,0 +1,236 @@
+"""Request drift: how the request the current code sends differs from the recorded one.
+
+The diff is JSON-aware and names the field — `messages[4].content`,
+`tools[1].function.parameters.required` — and aligns the `messages` list by content, so a
+message memory dropped shows as `messages[3] removed` instead of every later message looking
+changed. Volatile fields (tool-call ids, stream options, user and metadata tags) never count:
+they change between runs without the behaviour changing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+VOLATILE_TOP_LEVEL = frozenset({"stream_options", "user", "metadata", "store", "service_tier"})
+FINGERPRINT_VERSION = 2  # bump when Fingerprinter changes: stored fingerprints then go stale
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference at one path; `old` is the recorded value, `new` the current one."""
+
+    path: str
+    kind: Literal["changed", "added", "removed"]
+    old: Any = None
+    new: Any = None
+
+    def describe(self, width: int = 72) -> str:
+        if self.kind == "added":
+            return f"{self.path}: added {_short(self.new, width)}"
+        if self.kind == "removed":
+            return f"{self.path}: removed {_short(self.old, width)}"
+        if isinstance(self.old, str) and isinstance(self.new, str):
+            old, new = _around_difference(self.old, self.new, width)
+            return f"{self.path}: {old} → {new}"
+        return f"{self.path}: {_short(self.old, width)} → {_short(self.new, width)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "kind": self.kind, "old": self.old, "new": self.new}
+
+
+def _short(value: Any, width: int) -> str:
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    text = repr(text) if isinstance(value, str) else text
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _around_difference(old: str, new: str, width: int) -> tuple[str, str]:
+    """Both strings cut to a window around where they first differ, so the change shows."""
+    start = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), None)
+    if start is None:
+        start = min(len(old), len(new))
+    begin = max(0, start - width // 4)
+    half = width // 2
+
+    def window(text: str) -> str:
+        cut = text[begin : begin + half]
+        return ("…" if begin else "") + repr(cut)[1:-1] + ("…" if begin + half < len(text) else "")
+
+    return f"'{window(old)}'", f"'{window(new)}'"
+
+
+def normalize(request: dict[str, Any]) -> dict[str, Any]:
+    """The request without its volatile fields (a light copy; the input is untouched)."""
+    out = {k: v for k, v in request.items() if k not in VOLATILE_TOP_LEVEL}
+    messages = out.get("messages")
+    if isinstance(messages, list):
+        out["messages"] = [_normalize_message(m) for m in messages]
+    return out
+
+
+def _normalize_message(message: Any) -> Any:
+    if not isinstance(message, dict):
+        return message
+    if "tool_call_id" not in message and not message.get("tool_calls"):
+        return message
+    out = {k: v for k, v in message.items() if k != "tool_call_id"}
+    if message.get("tool_calls"):
+        out["tool_calls"] = [
+            {k: v for k, v in call.items() if k != "id"} if isinstance(call, dict) else call
+            for call in message["tool_calls"]
+        ]
+    return out
+
+
+# In serialized JSON a real key is `"id":"…"`; inside a string (tool arguments, message text)
+# the quotes are escaped, so these never match there. Only string-valued ids are removed.
+_VOLATILE_IDS = re.compile(rb'"(?:tool_call_id|id)":"(?:[^"\\]|\\.)*",?')
+_SORTED = orjson.OPT_SORT_KEYS
+
+
+def _digest(value: Any) -> bytes:
+    blob = _VOLATILE_IDS.sub(b"", orjson.dumps(value, option=_SORTED))
+    return hashlib.blake2b(blob, digest_size=16).digest()
+
+
+class Fingerprinter:
+    """Fingerprints requests of one session, remembering the parts it has seen.
+
+    Each step's request repeats the previous step's messages (the same objects) plus a few
+    new ones; digests are cached by object, so a step costs O(new messages), not O(all).
+    The cache keeps a reference to each object, so an id is never reused while cached.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[Any, bytes]] = {}
+        self._seen: list[Any] = []  # the conversation hashed last time, and the hash state
+        self._state = hashlib.blake2b(digest_size=16)
+
+    def _part(self, value: Any) -> bytes:
+        if not isinstance(value, dict | list):
+            return _digest(value)
+        hit = self._cache.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        digest = _digest(value)
+        self._cache[id(value)] = (value, digest)
+        return digest
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        """A hash of the request's meaning: equal fingerprints, no drift."""
+        hasher = hashlib.blake2b(digest_size=16)
+        for key in sorted(request):
+            if key in VOLATILE_TOP_LEVEL:
+                continue
+            hasher.update(key.encode())
+            value = request[key]
+            if key == "messages" and isinstance(value, list):
+                # The system message is re-rendered every step; the rest only grows.
+                system = value[:1] if value and value[0].get("role") == "system" else []
+                for message in system:
+                    hasher.update(self._part(message))
+                hasher.update(self._conversation(value[len(system) :]))
+            else:
+                hasher.update(self._part(value))
+        return hasher.hexdigest()
+
+    def _conversation(self, messages: list[Any]) -> bytes:
+        known = len(self._seen)
+        # List equality is checked in C and short-circuits on identical objects.
+        if len(messages) >= known and messages[:known] == self._seen:
+            state = self._state.copy()
+            new = messages[known:]
+        else:
+            state = hashlib.blake2b(digest_size=16)
+            new = messages
+        for message in new:
+            state.update(self._part(message))
+        self._seen, self._state = list(messages), state.copy()
+        return state.digest()
+
+
+def fingerprint(request: dict[str, Any]) -> str:
+    """A hash of the request's meaning, volatile fields (tool-call ids…) left out."""
+    return Fingerprinter()(request)
+
+
+def request_diff(recorded: dict[str, Any], current: dict[str, Any]) -> list[Change]:
+    """Every difference between the recorded and the current request, volatile fields aside."""
+    changes: list[Change] = []
+    _diff(normalize(recorded), normalize(current), "", changes)
+    return changes
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _diff(old: Any, new: Any, path: str, out: list[Change]) -> None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in [*old, *(k for k in new if k not in old)]:
+            a, b = old.get(key, _MISSING), new.get(key, _MISSING)
+            where = _join(path, str(key))
+            if a is _MISSING:
+                out.append(Change(where, "added", new=b))
+            elif b is _MISSING:
+                out.append(Change(where, "removed", old=a))
+            else:
+                _diff(a, b, where, out)
+        return
+    if isinstance(old, list) and isinstance(new, list):
+        if path == "messages":
+            _diff_messages(old, new, out)
+        else:
+            _diff_list(old, new, path, out)
+        return
+    if old != new or type(old) is not type(new):
+        out.append(Change(path or "(request)", "changed", old, new))
+
+
+def _diff_list(old: list[Any], new: list[Any], path: str, out: list[Change]) -> None:
+    for index in range(max(len(old), len(new))):
+        where = f"{path}[{index}]"
+        if index >= len(old):
+            out.append(Change(where, "added", new=new[index]))
+        elif index >= len(new):
+            out.append(Change(where, "removed", old=old[index]))
+        else:
+            _diff(old[index], new[index], where, out)
+
+
+def _diff_messages(old: list[Any], new: list[Any], out: list[Change]) -> None:
+    """Align messages by content, so an inserted or dropped message is named as such."""
+    keys_old = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in old]
+    keys_new = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in new]
+    matcher = difflib.SequenceMatcher(a=keys_old, b=keys_new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "replace" and i2 - i1 == j2 - j1:
+            for offset in range(i2 - i1):
+                _diff(old[i1 + offset], new[j1 + offset], f"messages[{j1 + offset}]", out)
+            continue
+        for index in range(i1, i2):
+            out.append(Change(f"messages[{index}]", "removed", old=old[index]))
+        for index in range(j1, j2):
+            out.append(Change(f"messages[{index}]", "added", new=new[index]))
+
+
+def nearest(
+    request: dict[str, Any], recorded: list[dict[str, Any]], limit: int = 3
+) -> list[tuple[int, list[Change]]]:
+    """The recorded requests closest to `request` (fewest changes), with their differences."""
+    scored = [
+        (len(changes), index, changes)
+        for index, r in enumerate(recorded)
+        if (changes := request_diff(r, request)) is not None
+    ]
+    scored.sort(key=lambda item: (item[0], item[1]))
+    return [(index, changes) for _, index, changes in scored[:limit]]

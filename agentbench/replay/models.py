@@ -1,0 +1,179 @@
+"""`ReplayModel` serves a cassette in order; `RecordingModel` writes one while calling a model.
+
+Matching is sequential: the n-th model call of a session gets the n-th recorded interaction, a
+dict lookup and a parse, with no SDK, no HTTP and no global patching, so any number of
+cassettes replay concurrently in one process. Each request is compared with the recorded one
+(a fingerprint first, the JSON-aware diff only when they differ); lenient replay serves the
+recorded answer and keeps the drift, strict replay stops. Beyond the end of the recording a
+live model can take over (record modes `new_episodes` and `all`, or a fork with `live_from`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agentbench.errors import AgentbenchError
+from agentbench.replay.cassette import DEFAULT_URI, Cassette, Interaction, RecordMode
+from agentbench.replay.drift import (
+    FINGERPRINT_VERSION,
+    Change,
+    Fingerprinter,
+    fingerprint,
+    nearest,
+    request_diff,
+)
+from agentbench.runtime.models import ChatModel, ChatResponse, TextDeltaHandler
+
+
+class ReplayMissingError(AgentbenchError):
+    """The code under test made a model call the cassette has no answer for."""
+
+
+class RequestDriftError(AgentbenchError):
+    """Strict replay: the request differs from the recorded one."""
+
+    def __init__(self, message: str, changes: list[Change]) -> None:
+        super().__init__(message)
+        self.changes = changes
+
+
+@dataclass
+class Drift:
+    """The request of model call `index` (0-based) differs from the recorded one."""
+
+    index: int
+    changes: list[Change]
+
+
+def _endpoint(model: ChatModel) -> str:
+    base = getattr(model, "endpoint", None)
+    return (
+        f"{str(base).rstrip('/')}/chat/completions"
+        if base
+        else f"agentbench://{model.name}/chat/completions"
+    )
+
+
+class RecordingModel:
+    """Wraps any ChatModel and appends every call to a cassette."""
+
+    def __init__(self, inner: ChatModel, cassette: Cassette | None = None) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.cassette = cassette if cassette is not None else Cassette()
+
+    async def complete(
+        self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
+    ) -> ChatResponse:
+        response = await self.inner.complete(request, on_text_delta=on_text_delta)
+        self.cassette.interactions.append(Interaction.of(request, response, _endpoint(self.inner)))
+        return response
+
+    async def aclose(self) -> None:
+        closer = getattr(self.inner, "aclose", None)
+        if closer is not None:
+            await closer()
+
+
+class ReplayModel:
+    """Answers from a cassette, in order, and reports how each request drifted."""
+
+    def __init__(
+        self,
+        cassette: Cassette,
+        *,
+        strict: bool = False,
+        live: ChatModel | None = None,
+        record_mode: RecordMode | str = RecordMode.NONE,
+        live_from: int | None = None,
+    ) -> None:
+        self.cassette = cassette
+        self.strict = strict
+        self.live = live
+        self.record_mode = RecordMode.parse(record_mode)
+        self.live_from = live_from  # 1-based model call from which the live model answers
+        first = cassette.interactions[0].request.get("model") if cassette.interactions else None
+        self.name = str(first or (live.name if live is not None else "replay"))
+        self.calls = 0
+        self.drifts: list[Drift] = []
+        self.recorded: list[Interaction] = []  # interactions answered live, to append
+        self._fingerprints: dict[int, str] = {}
+        self._fingerprint = Fingerprinter()  # the current side: incremental per step
+        stored = cassette.info.get("fingerprints")
+        if cassette.info.get("fingerprint_version") == FINGERPRINT_VERSION and isinstance(
+            stored, list
+        ):
+            self._fingerprints = dict(enumerate(stored))
+        self._forked = False
+
+    @property
+    def exhausted(self) -> bool:
+        return self.calls >= len(self.cassette.interactions)
+
+    async def complete(
+        self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
+    ) -> ChatResponse:
+        started = time.perf_counter()
+        index = self.calls
+        self.calls += 1
+        if self._goes_live(index):
+            return await self._live(request, on_text_delta)
+        if index >= len(self.cassette.interactions):
+            raise ReplayMissingError(self._missing_message(index, request))
+        recorded = self.cassette.interactions[index]
+        expected = self._fingerprints.get(index)
+        if expected is None:
+            expected = self._fingerprints[index] = fingerprint(recorded.request)
+        if expected != self._fingerprint(request):
+            changes = request_diff(recorded.request, request)
+            self.drifts.append(Drift(index, changes))
+            if self.strict:
+                summary = "; ".join(c.describe(60) for c in changes[:3])
+                raise RequestDriftError(
+                    f"model call #{index + 1}: the request differs from the recording "
+                    f"({len(changes)} change(s): {summary})",
+                    changes,
+                )
+        response = recorded.response(on_text_delta if request.get("stream") else None)
+        return response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})
+
+    def _goes_live(self, index: int) -> bool:
+        if self.record_mode is RecordMode.ALL:
+            return True
+        if self.live_from is not None and index + 1 >= self.live_from:
+            return True
+        return self.record_mode is RecordMode.NEW_EPISODES and index >= len(
+            self.cassette.interactions
+        )
+
+    async def _live(
+        self, request: dict[str, Any], on_text_delta: TextDeltaHandler | None
+    ) -> ChatResponse:
+        if self.live is None:
+            raise ReplayMissingError(
+                f"model call #{self.calls} should go to a live model (record mode "
+                f"{self.record_mode.value!r}, live_from={self.live_from}) but none is configured; "
+                "pass --live with a model, or set OPENAI_BASE_URL / OPENAI_API_KEY"
+            )
+        response = await self.live.complete(request, on_text_delta=on_text_delta)
+        self.recorded.append(Interaction.of(request, response, _endpoint(self.live) or DEFAULT_URI))
+        return response
+
+    def _missing_message(self, index: int, request: dict[str, Any]) -> str:
+        total = len(self.cassette.interactions)
+        where = f" in {self.cassette.path}" if self.cassette.path else ""
+        lines = [
+            f"model call #{index + 1} has no recorded interaction{where} (the recording has "
+            f"{total}); the code under test makes more model calls than were recorded"
+        ]
+        for number, changes in nearest(request, list(self.cassette.requests())):
+            first = changes[0].describe(60) if changes else "identical"
+            lines.append(f"  nearest: #{number + 1} ({len(changes)} change(s); {first})")
+        return "\n".join(lines)
+
+    async def aclose(self) -> None:
+        closer = getattr(self.live, "aclose", None)
+        if closer is not None:
+            await closer()

@@ -1,0 +1,298 @@
+"""`Replayer`: run the current code against a recorded session and report what changed.
+
+The model's answers are held fixed (served from the cassette); tools run live unless a policy
+says otherwise; the new run is compared step by step with the recorded trajectory. The report
+names the first divergent step with its class, lists the later differences, and keeps request
+drift apart (informational when lenient, a divergence when strict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentbench.errors import UsageError
+from agentbench.loading import load_object
+from agentbench.replay.cassette import Cassette, RecordMode
+from agentbench.replay.diff import Divergence, align
+from agentbench.replay.models import Drift, ReplayModel
+from agentbench.replay.session import session_metadata
+from agentbench.replay.tool_policy import ReplayTools, ToolPolicies
+from agentbench.replay.trajectory import Step, trajectory
+from agentbench.runtime.agent import Agent
+from agentbench.runtime.context import Context
+from agentbench.runtime.events import Hook
+from agentbench.runtime.models import ChatModel
+from agentbench.runtime.run_state import RunResult
+from agentbench.runtime.runner import Runner
+
+
+@dataclass
+class DriftAt:
+    """Request drift located in the new run: which agent, which of its steps."""
+
+    call: int  # 1-based model call of the session
+    agent: str
+    step: int
+    drift: Drift
+
+    def describe(self, width: int = 72) -> str:
+        head = f"model call #{self.call} (step {self.step}, {self.agent})"
+        return head + "".join(f"\n    {c.describe(width)}" for c in self.drift.changes[:6])
+
+
+@dataclass
+class ReplayReport:
+    source: str
+    strict: bool
+    result: RunResult
+    original: list[Step]
+    new: list[Step]
+    divergences: list[Divergence]
+    drifts: list[DriftAt] = field(default_factory=list)
+    saved_to: Path | None = None
+
+    @property
+    def diverged(self) -> bool:
+        return bool(self.divergences)
+
+    @property
+    def first(self) -> Divergence | None:
+        return self.divergences[0] if self.divergences else None
+
+    def render(self) -> str:
+        """The one-screen answer: what changed, at which step, and why."""
+        lines = [f"replay of {self.source} ({'strict' if self.strict else 'lenient'})"]
+        lines.append(
+            f"  original: {len(self.original)} steps; new: {len(self.new)} steps, stop reason "
+            f"{self.result.stop_reason}"
+        )
+        if self.first is None:
+            lines.append("  behaviour unchanged: every step matches the recording")
+        else:
+            lines.append(f"  first divergence — {self.first.describe()}")
+            later = self.divergences[1:]
+            if later:
+                lines.append(f"  later differences ({len(later)}):")
+                lines.extend(f"    {d.describe()}".replace("\n", "\n  ") for d in later[:8])
+                if len(later) > 8:
+                    lines.append(f"    … and {len(later) - 8} more")
+        if self.drifts and not self.strict:
+            count = len(self.drifts)
+            lines.append(f"  request drift (lenient: reported, not counted) in {count} call(s):")
+            lines.extend(f"    {d.describe()}".replace("\n", "\n  ") for d in self.drifts[:4])
+        if self.result.error is not None:
+            lines.append(f"  run error: {self.result.error.message}")
+        if self.saved_to is not None:
+            lines.append(f"  recorded to {self.saved_to}")
+        lines.append(f"verdict: {'DIVERGED' if self.diverged else 'unchanged'}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "strict": self.strict,
+            "diverged": self.diverged,
+            "run_id": self.result.run_id,
+            "stop_reason": str(self.result.stop_reason),
+            "first": self.first.as_dict() if self.first else None,
+            "divergences": [d.as_dict() for d in self.divergences],
+            "drifts": [
+                {
+                    "call": d.call,
+                    "agent": d.agent,
+                    "step": d.step,
+                    "changes": [c.as_dict() for c in d.drift.changes],
+                }
+                for d in self.drifts
+            ],
+        }
+
+
+class Replayer:
+    """Replays recorded sessions against the current code."""
+
+    def __init__(
+        self,
+        agent: Agent | None = None,
+        *,
+        strict: bool = False,
+        tools: ToolPolicies | Mapping[str, str] | None = None,
+        live_model: ChatModel | None = None,
+        live_from: int | None = None,
+        record_mode: RecordMode | str = RecordMode.NONE,
+        hooks: Sequence[Hook] = (),
+    ) -> None:
+        self.agent = agent
+        self.strict = strict
+        self.tools = ToolPolicies.of(tools)
+        self.live_model = live_model
+        self.live_from = live_from
+        self.record_mode = RecordMode.parse(record_mode)
+        self.hooks = list(hooks)
+        if live_from is not None and live_from < 1:
+            raise UsageError("--live-from counts model calls from 1")
+
+    def _agent_for(self, cassette: Cassette, agent: Agent | None) -> Agent:
+        chosen = agent or self.agent
+        if chosen is not None:
+            return chosen
+        ref = cassette.info.get("agent")
+        if not ref:
+            raise UsageError(
+                f"{cassette.path}: the cassette does not name its agent; pass the agent "
+                "(--agent module:attribute)"
+            )
+        loaded = load_object(ref, what="agent")
+        if not isinstance(loaded, Agent):
+            raise UsageError(f"agent {ref!r} is a {type(loaded).__name__}, not an agentbench Agent")
+        return loaded
+
+    async def replay(
+        self,
+        cassette: Cassette | str | Path,
+        *,
+        agent: Agent | None = None,
+        save_to: Path | None = None,
+    ) -> ReplayReport:
+        """Replay a cassette; the new run is compared with the recorded trajectory."""
+        if not isinstance(cassette, Cassette):
+            cassette = Cassette.load(cassette)
+        info = cassette.info
+        if "input" not in info:
+            raise UsageError(
+                f"{cassette.path}: the cassette has no recorded input (metadata.agentbench.input); "
+                "record it with agentbench (record_session) or convert it from a stored trace"
+            )
+        target = self._agent_for(cassette, agent)
+        model = ReplayModel(
+            cassette,
+            strict=self.strict,
+            live=self.live_model,
+            record_mode=self.record_mode,
+            live_from=self.live_from,
+        )
+        tools = ReplayTools(self.tools, info.get("tool_results", ()))
+        context = _context(info.get("context"))
+        result = await Runner.run(
+            target,
+            _input(info["input"]),
+            model=model,
+            context=context,
+            hooks=self.hooks,
+            tool_interceptor=tools,
+        )
+        original = [Step.from_dict(s) for s in info.get("trajectory", ())]
+        new = trajectory(result.all_events)
+        drifts = _locate(model.drifts, result)
+        divergences = align(original, new)
+        if self.strict:
+            divergences = _with_drift(divergences, drifts, new)
+        saved = self._save_branch(cassette, model, result, info, save_to)
+        return ReplayReport(
+            source=str(cassette.path or "cassette"),
+            strict=self.strict,
+            result=result,
+            original=original,
+            new=new,
+            divergences=divergences,
+            drifts=drifts,
+            saved_to=saved,
+        )
+
+    def _save_branch(
+        self,
+        cassette: Cassette,
+        model: ReplayModel,
+        result: RunResult,
+        info: dict[str, Any],
+        save_to: Path | None,
+    ) -> Path | None:
+        """Keep what went live: re-recorded (all), appended (new_episodes), or a fork."""
+        if not model.recorded:
+            return None
+        if self.record_mode is RecordMode.ALL:
+            kept = []
+        elif self.live_from is not None:
+            kept = cassette.interactions[: self.live_from - 1]
+        else:  # new_episodes: the recording, then the calls beyond its end
+            kept = list(cassette.interactions)
+        branch = Cassette(kept + model.recorded, dict(cassette.metadata))
+        branch.update_info(
+            **session_metadata(
+                result,
+                input=info["input"],
+                context=_context(info.get("context")),
+                agent_ref=info.get("agent"),
+            )
+        )
+        if self.live_from is not None:
+            branch.update_info(forked_from=str(cassette.path), live_from=self.live_from)
+        default = cassette.path if self.live_from is None else _fork_path(cassette.path)
+        target = save_to or default
+        if target is None:
+            return None
+        return branch.save(target)
+
+
+def _fork_path(path: Path | None) -> Path | None:
+    if path is None:
+        return None
+    return path.with_name(f"{path.stem}.fork{path.suffix or '.yaml'}")
+
+
+def _input(value: Any) -> str | list[dict[str, Any]]:
+    return value if isinstance(value, str | list) else str(value)
+
+
+def _context(value: Any) -> Context | None:
+    if not isinstance(value, dict):
+        return None
+    return Context(
+        session=dict(value.get("session") or {}),
+        request=dict(value.get("request") or {}),
+        global_=dict(value.get("global") or {}),
+    )
+
+
+def _locate(drifts: list[Drift], result: RunResult) -> list[DriftAt]:
+    """Attach each drift to the run and step of the model call it happened in."""
+    requests = [e for e in result.all_events if e.kind == "model_request"]
+    located = []
+    for drift in drifts:
+        event = requests[drift.index] if drift.index < len(requests) else None
+        located.append(
+            DriftAt(
+                call=drift.index + 1,
+                agent=event.agent if event else "?",
+                step=event.step if event else 0,
+                drift=drift,
+            )
+        )
+    return located
+
+
+def _with_drift(
+    divergences: list[Divergence], drifts: list[DriftAt], new: list[Step]
+) -> list[Divergence]:
+    """Strict replay: a drifted request is a divergence at its model call."""
+    placed = []
+    for drift in drifts:
+        position = next(
+            (i for i, s in enumerate(new) if s.agent == drift.agent and s.step >= drift.step),
+            len(new),
+        )
+        placed.append(
+            Divergence(
+                "request_drift",
+                position,
+                drift.agent,
+                drift.step,
+                f"model call #{drift.call}",
+                changes=drift.drift.changes,
+            )
+        )
+    order = {"request_drift": 0}
+    return sorted([*placed, *divergences], key=lambda d: (d.position, order.get(d.cls, 1)))

@@ -1,0 +1,131 @@
+"""What a tool does during replay: run live, return the recorded result, a stub, or a fault.
+
+`live` (the default) runs the code under test — that is the point of replay. `recorded`
+returns what the tool returned when the session was recorded (matched by tool, arguments and
+occurrence), for tools that reach systems a replay must not touch. `stub` returns a fixed
+value; `fault` injects a system error or a timeout, to see how the agent copes. Handoff and
+dispatch tools are the framework's own and always run.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict, deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from agentbench.errors import UsageError
+from agentbench.replay.trajectory import canonical
+from agentbench.runtime.context import RunContext
+from agentbench.runtime.tools import ResultKind, Tool, ToolResult
+
+
+class ToolPolicy(enum.StrEnum):
+    LIVE = "live"
+    RECORDED = "recorded"
+    STUB = "stub"
+    FAULT = "fault"
+
+    @classmethod
+    def parse(cls, value: ToolPolicy | str) -> ToolPolicy:
+        try:
+            return cls(value)
+        except ValueError:
+            valid = ", ".join(p.value for p in cls)
+            raise UsageError(f"tool policy {value!r} is not one of: {valid}") from None
+
+
+@dataclass
+class ToolPolicies:
+    """A default policy and per-tool overrides, with stub values and fault kinds."""
+
+    default: ToolPolicy = ToolPolicy.LIVE
+    per_tool: dict[str, ToolPolicy] = field(default_factory=dict)
+    stubs: dict[str, Any] = field(default_factory=dict)
+    faults: dict[str, str] = field(default_factory=dict)  # tool -> "error" | "timeout"
+
+    @classmethod
+    def parse(cls, default: str = "live", specs: Iterable[str] = ()) -> ToolPolicies:
+        """From CLI words: `NAME=live|recorded`, `NAME=stub:VALUE` (JSON or text),
+        `NAME=fault` / `NAME=fault:timeout`."""
+        policies = cls(default=ToolPolicy.parse(default))
+        for spec in specs:
+            name, sep, rule = spec.partition("=")
+            if not sep or not name:
+                raise UsageError(f"--tool {spec!r}: expected NAME=POLICY (e.g. search=recorded)")
+            kind, _, argument = rule.partition(":")
+            policy = ToolPolicy.parse(kind)
+            policies.per_tool[name] = policy
+            if policy is ToolPolicy.STUB:
+                policies.stubs[name] = _stub_value(argument)
+            elif policy is ToolPolicy.FAULT:
+                if argument not in ("", "error", "timeout"):
+                    raise UsageError(f"--tool {spec!r}: a fault is 'error' or 'timeout'")
+                policies.faults[name] = argument or "error"
+        return policies
+
+    @classmethod
+    def of(cls, value: ToolPolicies | Mapping[str, str] | None) -> ToolPolicies:
+        if value is None:
+            return cls()
+        if isinstance(value, ToolPolicies):
+            return value
+        return cls.parse("live", [f"{name}={rule}" for name, rule in value.items()])
+
+    def policy_for(self, tool: str) -> ToolPolicy:
+        return self.per_tool.get(tool, self.default)
+
+
+def _stub_value(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def _key(tool: str, arguments: Any) -> str:
+    return f"{tool}:{orjson.dumps(canonical(arguments), option=orjson.OPT_SORT_KEYS).decode()}"
+
+
+class ReplayTools:
+    """The runner's tool interceptor during replay: applies the policies."""
+
+    def __init__(self, policies: ToolPolicies, recorded: Iterable[dict[str, Any]] = ()) -> None:
+        self.policies = policies
+        self._recorded: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
+        for item in recorded:
+            self._recorded[_key(item["tool"], item["arguments"])].append(item["result"])
+
+    async def __call__(
+        self, tool: Tool, arguments: dict[str, Any], context: RunContext
+    ) -> ToolResult | None:
+        if getattr(tool, "handoff_target", None) is not None or getattr(tool, "routes", None):
+            return None
+        policy = self.policies.policy_for(tool.name)
+        if policy is ToolPolicy.LIVE:
+            return None
+        if policy is ToolPolicy.STUB:
+            return ToolResult.ok(self.policies.stubs.get(tool.name))
+        if policy is ToolPolicy.FAULT:
+            if self.policies.faults.get(tool.name) == "timeout":
+                return ToolResult.system_error(
+                    f"tool {tool.name!r} timed out after {tool.timeout_s:g} s (injected fault)"
+                )
+            return ToolResult.system_error(f"tool {tool.name!r} failed (injected fault)")
+        queue = self._recorded.get(_key(tool.name, arguments))
+        if not queue:
+            return ToolResult.system_error(
+                f"replay: no recorded result for {tool.name}({orjson.dumps(arguments).decode()}); "
+                "the recording never made this call (use --tool "
+                f"{tool.name}=live to run it)"
+            )
+        recorded = queue.popleft()
+        return ToolResult(
+            kind=ResultKind(recorded.get("kind", "ok")),
+            data=recorded.get("data"),
+            error=recorded.get("error"),
+            truncated=bool(recorded.get("truncated", False)),
+        )

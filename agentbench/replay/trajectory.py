@@ -1,0 +1,149 @@
+"""A run's trajectory: its events reduced to the steps that say what the agent did.
+
+Two trajectories are compared step by step, so each step has a *signature* (what makes two
+steps "the same step": kind, agent, tool name, context key…) and a *detail* (what may change:
+arguments, results, values, stop reason, output). Timestamps, ids, latencies and token counts
+are left out: they differ between runs without the behaviour differing. Trajectories are plain
+data, so they can be stored in a cassette's metadata or rebuilt from a trace store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: (
+        str  # model_call | tool_call | tool_rejected | context | memory | handoff | guard | run_end
+    )
+    agent: str
+    step: int  # the model-call iteration of its run this step belongs to
+    signature: tuple[Any, ...]
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "agent": self.agent,
+            "step": self.step,
+            "signature": list(self.signature),
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Step:
+        return cls(
+            data["kind"], data["agent"], data["step"], tuple(data["signature"]), data["detail"]
+        )
+
+    def label(self) -> str:
+        """A short human name: `tool lookup_order`, `handoff`, `context session:x.y`."""
+        if self.kind in ("tool_call", "tool_rejected"):
+            return f"{self.kind.replace('_', ' ')} {self.signature[2]}"
+        if self.kind == "context":
+            return f"context {self.signature[2]}:{self.signature[3]} ({self.signature[4]})"
+        if self.kind == "memory":
+            return f"memory {self.signature[2]}"
+        if self.kind == "guard":
+            return f"guard {self.signature[2]} ({self.signature[3]})"
+        return self.kind.replace("_", " ")
+
+
+def canonical(value: Any) -> Any:
+    """JSON-safe, key-sorted data; JSON text is parsed so formatting never counts."""
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped[:1] in ("{", "["):
+            try:
+                return canonical(orjson.loads(stripped))
+            except orjson.JSONDecodeError:
+                return value
+        return value
+    if isinstance(value, BaseModel):
+        return canonical(value.model_dump(mode="json"))
+    if isinstance(value, dict):
+        return {str(k): canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, list | tuple):
+        return [canonical(v) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return str(value)
+
+
+def _step(event: Any) -> Step | None:
+    kind, agent = event.kind, event.agent
+    number = getattr(event, "step", 0)
+    if kind == "model_response":
+        response = event.response
+        calls = [[c.name, canonical(c.arguments)] for c in response.tool_calls]
+        return Step(
+            "model_call",
+            agent,
+            number,
+            ("model_call", agent, event.purpose),
+            {"text": response.text, "tool_calls": calls, "finish_reason": response.finish_reason},
+        )
+    if kind == "tool_finished":
+        result = event.result
+        value = result.data if result.kind == "ok" else result.error
+        return Step(
+            "tool_call",
+            agent,
+            number,
+            ("tool_call", agent, event.tool),
+            {
+                "arguments": canonical(event.arguments),
+                "result_kind": str(result.kind),
+                "result": canonical(value),
+            },
+        )
+    if kind == "tool_call_rejected":
+        return Step(
+            "tool_rejected",
+            agent,
+            number,
+            ("tool_rejected", agent, event.tool),
+            {"reason": event.reason, "arguments": event.raw_arguments},
+        )
+    if kind == "context_changed":
+        return Step(
+            "context",
+            agent,
+            number,
+            ("context", agent, event.scope, event.key, event.op),
+            {"new": canonical(event.new)},
+        )
+    if kind == "memory_decision":
+        return Step(
+            "memory",
+            agent,
+            number,
+            ("memory", agent, event.action),
+            {"reason": event.reason, "messages": event.messages, "summary": event.summary},
+        )
+    if kind == "handoff":
+        return Step(
+            "handoff", agent, number, ("handoff", agent), {"to": event.to_agent, "mode": event.mode}
+        )
+    if kind == "guard_triggered":
+        return Step("guard", agent, number, ("guard", agent, event.guard, event.action), {})
+    if kind == "run_finished":
+        return Step(
+            "run_end",
+            agent,
+            event.iterations,
+            ("run_end", agent),
+            {"stop_reason": str(event.stop_reason), "output": canonical(event.output)},
+        )
+    return None
+
+
+def trajectory(events: Iterable[Any]) -> list[Step]:
+    """The steps of a run (or of a whole conversation's runs), in order."""
+    return [step for event in events if (step := _step(event)) is not None]
