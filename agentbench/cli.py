@@ -11,6 +11,7 @@ import sys
 import click
 
 from agentbench._version import __version__
+from agentbench.commands.replay import diff, replay
 from agentbench.commands.traces import traces
 from agentbench.errors import AgentbenchError, UsageError
 
@@ -24,12 +25,15 @@ def cli() -> None:
 
 
 cli.add_command(traces)
+cli.add_command(replay)
+cli.add_command(diff)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: map agentbench errors to the documented exit codes."""
     try:
-        cli.main(args=argv, prog_name="agentbench", standalone_mode=False)
+        # Commands that gate (run, replay, diff) return their exit code.
+        code = cli.main(args=argv, prog_name="agentbench", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return EXIT_INFRA
@@ -42,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     except AgentbenchError as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_INFRA
-    return EXIT_OK
+    return code if isinstance(code, int) else EXIT_OK
 
 
 def run() -> None:

@@ -124,6 +124,7 @@ class Replayer:
         live_from: int | None = None,
         record_mode: RecordMode | str = RecordMode.NONE,
         hooks: Sequence[Hook] = (),
+        store: Any = None,
     ) -> None:
         self.agent = agent
         self.strict = strict
@@ -132,6 +133,7 @@ class Replayer:
         self.live_from = live_from
         self.record_mode = RecordMode.parse(record_mode)
         self.hooks = list(hooks)
+        self.store = store  # a TraceStore: the new run is stored with replay_of set
         if live_from is not None and live_from < 1:
             raise UsageError("--live-from counts model calls from 1")
 
@@ -176,6 +178,9 @@ class Replayer:
         )
         tools = ReplayTools(self.tools, info.get("tool_results", ()))
         context = _context(info.get("context"))
+        original_run = info.get("source_run") or next(
+            (r.get("run_id") for r in info.get("runs", ())), None
+        )
         result = await Runner.run(
             target,
             _input(info["input"]),
@@ -183,6 +188,7 @@ class Replayer:
             context=context,
             hooks=self.hooks,
             tool_interceptor=tools,
+            store=self.store.with_labels(replay_of=original_run) if self.store else None,
         )
         original = [Step.from_dict(s) for s in info.get("trajectory", ())]
         new = trajectory(result.all_events)
@@ -201,6 +207,17 @@ class Replayer:
             drifts=drifts,
             saved_to=saved,
         )
+
+    async def replay_run(
+        self, store: Any, run_id: str, *, agent: Agent | None = None
+    ) -> ReplayReport:
+        """Replay a stored run (and the runs it handed off to) from a trace store."""
+        from agentbench.replay.convert import cassette_from_store
+
+        cassette = cassette_from_store(store, run_id)
+        report = await self.replay(cassette, agent=agent)
+        report.source = f"run {cassette.info['source_run']}"
+        return report
 
     def _save_branch(
         self,

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentbench.replay.cassette import Cassette
 from agentbench.replay.models import RecordingModel
-from agentbench.replay.trajectory import canonical, trajectory
+from agentbench.replay.trajectory import canonical, plain, trajectory
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context
 from agentbench.runtime.events import Hook
@@ -51,21 +51,45 @@ def session_metadata(
         "stop_reason": str(result.stop_reason),
         "output": canonical(result.output),
         "trajectory": [step.as_dict() for step in trajectory(events)],
-        "tool_results": [
-            {
+        "tool_results": tool_results(events),
+    }
+
+
+def tool_results(events: list[Any]) -> list[dict[str, Any]]:
+    """Each tool call's result, and the context changes it made, for the `recorded` policy.
+
+    A recorded tool does not run during replay, so whatever it wrote to the context must be
+    written again from the recording: the changes right after a ToolFinished are its own.
+    """
+    found: list[dict[str, Any]] = []
+    owner: dict[str, Any] | None = None  # the result the next context changes belong to
+    for event in events:
+        if event.kind == "tool_finished":
+            owner = {
                 "tool": event.tool,
-                "arguments": canonical(event.arguments),
+                "arguments": plain(event.arguments),
                 "result": {
                     "kind": str(event.result.kind),
-                    "data": canonical(event.result.data),
+                    "data": plain(event.result.data),
                     "error": event.result.error,
                     "truncated": event.result.truncated,
+                    "stop": event.result.stop,
                 },
+                "context": [],
             }
-            for event in events
-            if event.kind == "tool_finished"
-        ],
-    }
+            found.append(owner)
+        elif event.kind == "context_changed" and owner is not None:
+            owner["context"].append(
+                {
+                    "scope": str(event.scope),
+                    "key": event.key,
+                    "op": str(event.op),
+                    "new": plain(event.new),
+                }
+            )
+        elif event.kind != "context_changed":
+            owner = None
+    return found
 
 
 async def record_session(

@@ -95,9 +95,13 @@ class ReplayTools:
 
     def __init__(self, policies: ToolPolicies, recorded: Iterable[dict[str, Any]] = ()) -> None:
         self.policies = policies
-        self._recorded: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
+        self._recorded: dict[str, deque[tuple[dict[str, Any], list[dict[str, Any]]]]] = defaultdict(
+            deque
+        )
         for item in recorded:
-            self._recorded[_key(item["tool"], item["arguments"])].append(item["result"])
+            self._recorded[_key(item["tool"], item["arguments"])].append(
+                (item["result"], item.get("context") or [])
+            )
 
     async def __call__(
         self, tool: Tool, arguments: dict[str, Any], context: RunContext
@@ -122,10 +126,19 @@ class ReplayTools:
                 "the recording never made this call (use --tool "
                 f"{tool.name}=live to run it)"
             )
-        recorded = queue.popleft()
+        recorded, changes = queue.popleft()
+        for change in changes:  # what the tool wrote to the context when it really ran
+            namespace = change["key"].partition(".")[0] if "." in change["key"] else None
+            if change["op"] == "remove":
+                context.delete(change["key"], scope=change["scope"])
+            else:
+                context.set(
+                    change["key"], change["new"], scope=change["scope"], namespace=namespace
+                )
         return ToolResult(
             kind=ResultKind(recorded.get("kind", "ok")),
             data=recorded.get("data"),
             error=recorded.get("error"),
             truncated=bool(recorded.get("truncated", False)),
+            stop=bool(recorded.get("stop", False)),
         )

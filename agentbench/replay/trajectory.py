@@ -76,6 +76,15 @@ def canonical(value: Any) -> Any:
     return str(value)
 
 
+def plain(value: Any) -> Any:
+    """JSON-safe data in its original key order (what a tool returned, as the model saw it)."""
+
+    def fallback(item: Any) -> Any:
+        return item.model_dump(mode="json") if isinstance(item, BaseModel) else str(item)
+
+    return orjson.loads(orjson.dumps(value, default=fallback, option=orjson.OPT_NON_STR_KEYS))
+
+
 def _step(event: Any) -> Step | None:
     kind, agent = event.kind, event.agent
     number = getattr(event, "step", 0)

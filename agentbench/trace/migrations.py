@@ -112,6 +112,42 @@ MIGRATIONS: tuple[Migration, ...] = (
         INSERT INTO store_meta VALUES ('format', 'agentbench-traces');
         """,
     ),
+    Migration(
+        2,
+        "replays and evals",
+        """
+        ALTER TABLE runs ADD COLUMN replay_of VARCHAR;
+        CREATE TABLE evals (
+            eval_id VARCHAR PRIMARY KEY,
+            suite VARCHAR NOT NULL,
+            started_at TIMESTAMPTZ NOT NULL,
+            finished_at TIMESTAMPTZ,
+            status VARCHAR NOT NULL,
+            code_version VARCHAR,
+            model VARCHAR,
+            config VARCHAR,
+            summary VARCHAR
+        );
+        CREATE TABLE results (
+            eval_id VARCHAR NOT NULL,
+            suite VARCHAR NOT NULL,
+            case_id VARCHAR NOT NULL,
+            trial BIGINT NOT NULL,
+            run_id VARCHAR,
+            status VARCHAR NOT NULL,
+            passed BOOLEAN NOT NULL,
+            score DOUBLE,
+            scores VARCHAR,
+            duration_ms DOUBLE,
+            tokens BIGINT,
+            cost_usd DOUBLE,
+            error VARCHAR,
+            source VARCHAR,
+            tags VARCHAR,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].id
 MARKER_TABLE = "schema_migrations"

@@ -48,6 +48,7 @@ class RunLabels:
     eval_id: str | None = None
     case_id: str | None = None
     trial: int | None = None
+    replay_of: str | None = None
 
 
 @dataclass
@@ -124,6 +125,7 @@ class TraceRecorder:
             "eval_id": self.labels.eval_id,
             "case_id": self.labels.case_id,
             "trial": self.labels.trial,
+            "replay_of": self.labels.replay_of,
             "agent": event.agent,
             "model": None,
             "input": None,

@@ -101,6 +101,7 @@ class RunRecord(TraceRecord):
     cost_usd: float | None = None
     code_version: str | None = None
     context: JsonText | None = None
+    replay_of: str | None = None  # the run this one replayed (agentbench replay)
 
 
 class LlmCallRecord(TraceRecord):

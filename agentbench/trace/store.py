@@ -73,10 +73,17 @@ class TraceStore:
         return TraceRecorder(self, redactor=Redactor(self.redaction))
 
     def with_labels(
-        self, *, eval_id: str | None = None, case_id: str | None = None, trial: int | None = None
+        self,
+        *,
+        eval_id: str | None = None,
+        case_id: str | None = None,
+        trial: int | None = None,
+        replay_of: str | None = None,
     ) -> LabelledStore:
-        """The same store, stamping evaluation labels on the runs recorded through it."""
-        return LabelledStore(self, RunLabels(eval_id=eval_id, case_id=case_id, trial=trial))
+        """The same store, stamping evaluation (or replay) labels on the runs recorded."""
+        return LabelledStore(
+            self, RunLabels(eval_id=eval_id, case_id=case_id, trial=trial, replay_of=replay_of)
+        )
 
     def run_started(self, row: dict[str, Any]) -> None:
         self._recorder_side().run_started(row)

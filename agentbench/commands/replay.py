@@ -1,0 +1,162 @@
+"""`agentbench replay` and `agentbench diff`: what changed, at which step, and why.
+
+`replay` runs the current code against a recorded session — a cassette file or a stored run
+— and exits 0 when behaviour is unchanged, 1 when it diverged. `diff` aligns two stored runs
+step by step. Both print a one-screen report, or JSON with `--json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from agentbench.commands.traces import open_store, store_options
+from agentbench.errors import UsageError
+from agentbench.loading import load_object
+from agentbench.replay.cassette import RecordMode
+from agentbench.replay.convert import stored_trajectory
+from agentbench.replay.diff import align
+from agentbench.replay.replayer import Replayer
+from agentbench.replay.tool_policy import ToolPolicies
+from agentbench.runtime.agent import Agent
+from agentbench.trace.redact import Redactor
+
+EXIT_UNCHANGED, EXIT_DIVERGED = 0, 1
+
+
+def _agent(ref: str | None) -> Agent | None:
+    if ref is None:
+        return None
+    loaded = load_object(ref, what="agent", search_path=Path.cwd())
+    if not isinstance(loaded, Agent):
+        raise UsageError(f"--agent {ref!r} is a {type(loaded).__name__}, not an agentbench Agent")
+    return loaded
+
+
+def _live_model(model: str | None, needed: bool) -> Any:
+    if not needed:
+        return None
+    from agentbench.runtime.openai_model import OpenAIModel
+
+    return OpenAIModel(model or os.environ.get("OPENAI_MODEL"))
+
+
+def _emit(data: dict[str, Any] | str, as_json: bool) -> None:
+    # Reports can quote prompts and tool results: scrub them like everything else we write.
+    redactor = Redactor()
+    if as_json:
+        click.echo(orjson.dumps(redactor.value(data), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(redactor.text(str(data)))
+
+
+@click.command()
+@click.argument("target")
+@click.option("--agent", "agent_ref", help="The agent to replay, as module:attribute.")
+@click.option("--strict", is_flag=True, help="Treat request drift as a divergence.")
+@click.option(
+    "--tools",
+    "tools_default",
+    type=click.Choice(["live", "recorded"]),
+    default="live",
+    show_default=True,
+    help="Default tool policy.",
+)
+@click.option(
+    "--tool",
+    "tool_specs",
+    multiple=True,
+    metavar="NAME=POLICY",
+    help="Per-tool policy: live, recorded, stub:VALUE, fault, fault:timeout.",
+)
+@click.option(
+    "--live-from",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Replay model calls before N, then continue live (a fork).",
+)
+@click.option(
+    "--record-mode",
+    type=click.Choice([m.value for m in RecordMode]),
+    default="none",
+    show_default=True,
+)
+@click.option("--model", "model_name", default=None, help="Live model name (with --live-from).")
+@click.option(
+    "--save",
+    "save_to",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to write what went live (default: beside the cassette).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@store_options
+def replay(
+    target: str,
+    agent_ref: str | None,
+    strict: bool,
+    tools_default: str,
+    tool_specs: tuple[str, ...],
+    live_from: int | None,
+    record_mode: str,
+    model_name: str | None,
+    save_to: Path | None,
+    as_json: bool,
+    db: Path | None,
+    wait_s: float,
+) -> int:
+    """Replay RUN_ID or CASSETTE against the current code; exit 1 if behaviour diverged."""
+    store = open_store(db, wait_s)
+    needs_live = live_from is not None or record_mode in ("new_episodes", "all")
+    replayer = Replayer(
+        _agent(agent_ref),
+        strict=strict,
+        tools=ToolPolicies.parse(tools_default, tool_specs),
+        live_model=_live_model(model_name, needs_live),
+        live_from=live_from,
+        record_mode=record_mode,
+        store=store,
+    )
+    path = Path(target)
+    if path.is_file():
+        report = asyncio.run(replayer.replay(path, save_to=save_to))
+    else:
+        if agent_ref is None:
+            raise UsageError(
+                f"{target!r} is not a cassette file, so it is read as a run id; pass the agent "
+                "to replay it with --agent module:attribute"
+            )
+        report = asyncio.run(replayer.replay_run(store, target))
+    store.flush()
+    _emit(report.as_dict() if as_json else report.render(), as_json)
+    return EXIT_DIVERGED if report.diverged else EXIT_UNCHANGED
+
+
+@click.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON.")
+@store_options
+def diff(run_a: str, run_b: str, as_json: bool, db: Path | None, wait_s: float) -> int:
+    """Align two stored runs step by step; exit 1 if they differ."""
+    store = open_store(db, wait_s)
+    before, after = stored_trajectory(store, run_a), stored_trajectory(store, run_b)
+    differences = align(before, after)
+    if as_json:
+        _emit({"a": run_a, "b": run_b, "differences": [d.as_dict() for d in differences]}, True)
+    else:
+        lines = [f"diff {run_a} → {run_b}: {len(before)} and {len(after)} steps"]
+        if not differences:
+            lines.append("  same behaviour: every step matches")
+        else:
+            lines.append(f"  first difference — {differences[0].describe()}")
+            lines.extend(f"  {d.describe()}".replace("\n", "\n  ") for d in differences[1:10])
+            if len(differences) > 10:
+                lines.append(f"  … and {len(differences) - 10} more")
+        _emit("\n".join(lines), False)
+    return EXIT_DIVERGED if differences else EXIT_UNCHANGED

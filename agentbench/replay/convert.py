@@ -1,0 +1,254 @@
+"""Converters between stored traces and cassettes.
+
+A stored run (with the runs it handed off to) becomes a cassette: its rebuilt requests and
+recorded responses as interactions, its input, context, tool results and trajectory as
+metadata — so a production trace can be replayed against changed code, or promoted to a
+golden case. The trajectory is rebuilt from the stored rows as typed events, then reduced by
+the same `trajectory()` a live run uses, so both sides of a comparison are made alike. A
+cassette goes the other way by feeding equivalent events to the store's recorder.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from agentbench.replay.cassette import Cassette, Interaction
+from agentbench.replay.session import tool_results
+from agentbench.replay.trajectory import Step, canonical, trajectory
+from agentbench.runtime.events import (
+    EVENT_ADAPTER,
+    ContextChanged,
+    ModelRequest,
+    ModelResponse,
+    RunFinished,
+    RunStarted,
+    StopReason,
+    ToolCallRejected,
+    ToolFinished,
+)
+from agentbench.runtime.models import ChatResponse, Usage
+from agentbench.runtime.tools import ResultKind, ToolResult
+from agentbench.trace.schema import RunTrace
+from agentbench.trace.store import TraceStore
+
+_REPLAYED_KINDS = ("memory_decision", "handoff", "guard_triggered")
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else orjson.loads(text)
+
+
+def conversation(store: TraceStore, run_id: str) -> list[RunTrace]:
+    """The run and every run it led to (handoffs, chains), in the order they started."""
+    traces = [store.run(run_id)]
+    index = 0
+    while index < len(traces):
+        children = sorted(traces[index].children, key=lambda r: r.started_at)
+        traces.extend(store.run(child.run_id) for child in children)
+        index += 1
+    return sorted(traces, key=lambda t: t.run.started_at)
+
+
+def events_of(trace: RunTrace) -> list[Any]:
+    """Typed events rebuilt from one stored run's rows, in their recorded order."""
+    run = trace.run
+    base = {"run_id": run.run_id, "agent": run.agent}
+    found: list[tuple[int, Any]] = []
+    for call in trace.llm_calls:
+        if call.response is None:
+            continue
+        response = ChatResponse.model_validate(_loads(call.response))
+        found.append(
+            (
+                call.seq,
+                ModelResponse(
+                    **base,
+                    seq=call.seq,
+                    ts=call.ts,
+                    step=call.step or 0,
+                    response=response,
+                    purpose=call.purpose,
+                ),
+            )
+        )
+    for row in trace.tool_calls:
+        found.append((row.seq, _tool_event(base, row)))
+    for diff in trace.context_diffs:
+        found.append(
+            (
+                diff.seq,
+                ContextChanged(
+                    **base,
+                    seq=diff.seq,
+                    ts=diff.ts,
+                    step=diff.step or 0,
+                    scope=diff.scope,
+                    key=diff.key,
+                    op=diff.op,
+                    old=_loads(diff.old),
+                    new=_loads(diff.new),
+                ),
+            )
+        )
+    for event in trace.events:
+        if event.kind in _REPLAYED_KINDS:
+            payload = {**(_loads(event.payload) or {}), **base, "seq": event.seq, "ts": event.ts}
+            found.append(
+                (event.seq, EVENT_ADAPTER.validate_python({**payload, "kind": event.kind}))
+            )
+    found.sort(key=lambda item: item[0])
+    events = [event for _, event in found if event is not None]
+    if run.stop_reason is not None:
+        events.append(
+            RunFinished(
+                **base,
+                seq=(found[-1][0] + 1) if found else 0,
+                stop_reason=StopReason(run.stop_reason),
+                output=_loads(run.output),
+                iterations=run.iterations or 0,
+            )
+        )
+    return events
+
+
+def _tool_event(base: dict[str, Any], row: Any) -> Any:
+    arguments = _loads(row.arguments)
+    if row.result_kind == "rejected":
+        reason = (_loads(row.result) or {}).get("reason", "invalid_arguments")
+        return ToolCallRejected(
+            **base,
+            seq=row.seq,
+            ts=row.ts,
+            step=row.step or 0,
+            call_id=row.call_id,
+            tool=row.tool,
+            raw_arguments=arguments if isinstance(arguments, str) else "",
+            reason=reason,
+            message=row.error or "",
+        )
+    if row.result_kind is None:
+        return None  # started, never finished (an incomplete run)
+    result = ToolResult(
+        kind=ResultKind(row.result_kind),
+        data=_loads(row.result),
+        error=row.error,
+        truncated=bool(row.truncated),
+        stop=bool(row.stops_run),
+    )
+    return ToolFinished(
+        **base,
+        seq=row.seq,
+        ts=row.ts,
+        step=row.step or 0,
+        call_id=row.call_id,
+        tool=row.tool,
+        arguments=arguments if isinstance(arguments, dict) else {},
+        result=result,
+        effect=row.effect or "unknown",
+    )
+
+
+def stored_trajectory(store: TraceStore, run_id: str) -> list[Step]:
+    return trajectory([e for t in conversation(store, run_id) for e in events_of(t)])
+
+
+def cassette_from_store(store: TraceStore, run_id: str) -> Cassette:
+    """A cassette that replays a stored run (and the runs it handed off to)."""
+    traces = conversation(store, run_id)
+    root, last = traces[0].run, traces[-1].run
+    interactions: list[Interaction] = []
+    events: list[Any] = []
+    for trace in traces:
+        requests = store.requests(trace.run.run_id)
+        for call in sorted(trace.llm_calls, key=lambda c: c.seq):
+            if call.response is None or call.seq not in requests:
+                continue
+            response = ChatResponse.model_validate(_loads(call.response))
+            interactions.append(Interaction.of(requests[call.seq], response))
+        events.extend(events_of(trace))
+    cassette = Cassette(interactions)
+    cassette.update_info(
+        agent=None,
+        source_run=root.run_id,
+        recorded_at=root.started_at.isoformat(timespec="seconds"),
+        input=_loads(root.input),
+        context=_loads(root.context) or {},
+        runs=[
+            {
+                "run_id": t.run.run_id,
+                "agent": t.run.agent,
+                "parent_run_id": t.run.parent_run_id,
+                "stop_reason": t.run.stop_reason,
+            }
+            for t in traces
+        ],
+        stop_reason=last.stop_reason,
+        output=canonical(_loads(last.output)),
+        trajectory=[s.as_dict() for s in trajectory(events)],
+        tool_results=tool_results(events),
+    )
+    return cassette
+
+
+def store_cassette(cassette: Cassette, store: TraceStore, *, agent: str | None = None) -> str:
+    """Record a cassette's session in the store as one run; returns the new run id."""
+    info = cassette.info
+    name = agent or next((r["agent"] for r in info.get("runs", ())), None) or "cassette"
+    run_id = f"run_{abs(hash((str(cassette.path), datetime.now(UTC).isoformat()))):x}"
+    hook = store.run_hook()
+    seq = 0
+
+    def emit(cls: type, **fields: Any) -> None:
+        nonlocal seq
+        hook(cls(run_id=run_id, seq=seq, agent=name, **fields))
+        seq += 1
+
+    emit(
+        RunStarted,
+        input=info.get("input") or "",
+        model=_model(cassette),
+        context=info.get("context") or {},
+    )
+    usage = Usage()
+    results = list(info.get("tool_results", ()))
+    for step, interaction in enumerate(cassette.interactions, start=1):
+        emit(ModelRequest, step=step, request=interaction.request)
+        response = interaction.response()
+        usage = usage + response.usage
+        emit(ModelResponse, step=step, response=response)
+        for call in response.tool_calls:
+            recorded = results.pop(0) if results and results[0]["tool"] == call.name else None
+            if recorded is None:
+                continue
+            result = recorded["result"]
+            emit(
+                ToolFinished,
+                step=step,
+                call_id=call.id,
+                tool=call.name,
+                arguments=recorded["arguments"] if isinstance(recorded["arguments"], dict) else {},
+                result=ToolResult(
+                    kind=ResultKind(result["kind"]),
+                    data=result.get("data"),
+                    error=result.get("error"),
+                ),
+                effect="unknown",
+            )
+    emit(
+        RunFinished,
+        stop_reason=StopReason(info.get("stop_reason") or "completed"),
+        output=info.get("output"),
+        usage=usage,
+        iterations=len(cassette.interactions),
+    )
+    store.flush()
+    return run_id
+
+
+def _model(cassette: Cassette) -> str:
+    if cassette.interactions:
+        return str(cassette.interactions[0].request.get("model", "unknown"))
+    return "unknown"
