@@ -11,7 +11,10 @@ import sys
 import click
 
 from agentbench._version import __version__
+from agentbench.commands.promote import promote
 from agentbench.commands.replay import diff, replay
+from agentbench.commands.run import run as run_command
+from agentbench.commands.schema import schema
 from agentbench.commands.traces import traces
 from agentbench.errors import AgentbenchError, UsageError
 
@@ -24,9 +27,12 @@ def cli() -> None:
     """agentbench: run agents, record them as traces, replay and score them."""
 
 
+cli.add_command(run_command)
 cli.add_command(traces)
 cli.add_command(replay)
 cli.add_command(diff)
+cli.add_command(promote)
+cli.add_command(schema)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,7 +39,9 @@ def load_object(ref: str, *, what: str = "object", search_path: Path | None = No
 def _import_file(path: Path) -> Any:
     if not path.is_file():
         raise ImportError(f"no such file {path}")
-    name = f"agentbench_user_{abs(hash(path.resolve()))}"
+    # Keyed by content version too: a file edited since it was imported is imported afresh.
+    stamp = path.stat().st_mtime_ns
+    name = f"agentbench_user_{abs(hash((path.resolve(), stamp)))}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)

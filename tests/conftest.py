@@ -31,3 +31,6 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "AGENTBENCH_MODEL"):
         monkeypatch.delenv(name, raising=False)
+
+
+pytest_plugins = ["pytester"]

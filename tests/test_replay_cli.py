@@ -62,7 +62,7 @@ def test_replay_of_a_stored_run_unchanged_exits_0_and_is_stored_with_replay_of(
 
 
 def test_replay_with_a_changed_tool_exits_1_naming_the_step(store_and_run, capsys) -> None:
-    store, result, db = store_and_run
+    _store, result, db = store_and_run
     code = main(
         ["replay", result.run_id, "--agent", ref("weather_new_tool"), "--db", str(db), "--json"]
     )
@@ -73,7 +73,7 @@ def test_replay_with_a_changed_tool_exits_1_naming_the_step(store_and_run, capsy
 
 
 def test_replay_strict_with_a_changed_prompt_is_request_drift(store_and_run, capsys) -> None:
-    store, result, db = store_and_run
+    _store, result, db = store_and_run
     code = main(
         ["replay", result.run_id, "--agent", ref("weather_new_prompt"), "--db", str(db), "--strict"]
     )
@@ -103,7 +103,7 @@ def test_replay_of_a_cassette_file_with_recorded_tools(
 
 
 def test_changed_memory_limits_show_dropped_messages(store_and_run, capsys) -> None:
-    store, result, db = store_and_run
+    _store, result, db = store_and_run
     code = main(["replay", result.run_id, "--agent", ref("weather_small_memory"), "--db", str(db)])
     out = capsys.readouterr().out
     assert code == 1
@@ -145,3 +145,30 @@ def test_cassette_converts_back_to_a_stored_run(store_and_run, tmp_path: Path) -
     assert trace.run.stop_reason == "completed"
     again = cassette_from_store(other, run_id)
     assert [i.request for i in again.interactions] == [i.request for i in cassette.interactions]
+
+
+def test_promote_turns_a_stored_run_into_a_passing_golden_case(
+    store_and_run, tmp_path: Path, capsys
+) -> None:
+    _store, result, db = store_and_run
+    suite = tmp_path / "suites" / "weather"
+    suite.mkdir(parents=True)
+    (suite / "suite.yaml").write_text("agent: agent.py:weather\ncassettes: cassettes\n")
+    (suite / "agent.py").write_text(FIXTURE.read_text())
+    assert (
+        main(
+            ["promote", result.run_id, "--suite", str(suite), "--id", "from-prod", "--db", str(db)]
+        )
+        == 0
+    )
+    cases = (suite / "cases" / "promoted.yaml").read_text()
+    assert "id: from-prod" in cases and "get_weather" in cases and "output_equals" in cases
+    assert (suite / "cassettes" / "from-prod.yaml").is_file()
+    capsys.readouterr()
+    assert main(["run", str(suite), "--db", str(tmp_path / "run.duckdb")]) == 0, capsys.readouterr()
+    assert (
+        main(
+            ["promote", result.run_id, "--suite", str(suite), "--id", "from-prod", "--db", str(db)]
+        )
+        == 2
+    )

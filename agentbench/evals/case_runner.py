@@ -1,0 +1,196 @@
+"""Run one case of a suite once: the model from its cassette (or live), then score it.
+
+Replay is the default: the case's cassette answers every model call and the current agent
+code does everything else, so a changed prompt or tool shows up as a changed result. With a
+live model the calls go to a real endpoint and, in a recording mode, are written to the
+cassette — which is how the shipped cassettes were made. Multi-turn cases run turn after turn,
+each continuing the previous turn's conversation and context, all from one cassette.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentbench.errors import AgentbenchError
+from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
+from agentbench.replay.models import Drift, RecordingModel, ReplayModel
+from agentbench.replay.session import session_metadata
+from agentbench.replay.tool_policy import ReplayTools, ToolPolicies
+from agentbench.runtime.agent import Agent
+from agentbench.runtime.context import Context
+from agentbench.runtime.events import Hook
+from agentbench.runtime.models import ChatModel, Usage
+from agentbench.runtime.orchestration import dialogue
+from agentbench.runtime.run_state import RunResult
+from agentbench.runtime.runner import Runner
+
+
+class CaseSetupError(AgentbenchError):
+    """A case cannot run: its cassette is missing or unreadable, or no live model is set."""
+
+
+@dataclass
+class Pricing:
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def cost(self, usage: Usage) -> float:
+        return (
+            usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok
+        ) / 1e6
+
+
+@dataclass
+class CasePlan:
+    """Everything needed to run one trial of one case."""
+
+    suite: str
+    case_id: str
+    agent: Agent
+    turns: list[str | list[dict[str, Any]]]
+    context: Context | dict[str, Any] | None
+    cassette: Path
+    record_mode: RecordMode
+    tools: ToolPolicies
+    live: Callable[[], ChatModel] | None  # makes the live model, when one is configured
+    strict: bool = False
+    store: Any = None
+    hooks: Sequence[Hook] = ()
+    record: bool = True  # this trial may write the cassette (trial 1 only)
+
+
+@dataclass
+class CaseRun:
+    """What running a case produced, before scoring."""
+
+    turns: list[RunResult] = field(default_factory=list)
+    duration_ms: float = 0.0
+    recorded_to: Path | None = None
+    drifts: list[Drift] = field(default_factory=list)
+
+    @property
+    def result(self) -> RunResult:
+        return self.turns[-1]
+
+    def drift_reasons(self) -> list[str]:
+        """Each drifted model call, located in its run, with the first changed field."""
+        requests = [
+            e
+            for turn in self.turns
+            for run in turn.runs or [turn]
+            for e in run.events
+            if e.kind == "model_request"
+        ]
+        reasons = []
+        for drift in self.drifts:
+            event = requests[drift.index] if drift.index < len(requests) else None
+            where = f"step {event.step} ({event.agent})" if event else "a step"
+            first = drift.changes[0].describe(70) if drift.changes else "?"
+            more = f"; {len(drift.changes) - 1} more change(s)" if len(drift.changes) > 1 else ""
+            reasons.append(f"model call #{drift.index + 1} at {where}: {first}{more}")
+        return reasons
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for turn in self.turns:
+            for run in turn.runs or [turn]:
+                total = total + run.usage
+        return total
+
+
+def _model_for(plan: CasePlan) -> tuple[ChatModel, Cassette | None]:
+    """The model a trial talks to: the cassette, a live endpoint, or both (new episodes)."""
+    mode = plan.record_mode
+    exists = plan.cassette.is_file()
+    live = plan.live() if plan.live is not None else None
+    if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not exists):
+        if live is None:
+            raise CaseSetupError(
+                f"case {plan.case_id!r}: record mode {mode.value!r} needs a live model "
+                "(--live, with OPENAI_BASE_URL / OPENAI_API_KEY or --model)"
+            )
+        return RecordingModel(live), None
+    if not exists:
+        raise CaseSetupError(
+            f"case {plan.case_id!r}: no cassette at {plan.cassette}; record one with "
+            "`agentbench run … --live --record-mode once`"
+        )
+    try:
+        cassette = Cassette.load(plan.cassette)
+    except CassetteError as exc:
+        raise CaseSetupError(f"case {plan.case_id!r}: {exc}") from None
+    return ReplayModel(cassette, strict=plan.strict, live=live, record_mode=mode), cassette
+
+
+def _history(previous: RunResult | None, turn: str | list[dict[str, Any]]) -> Any:
+    if previous is None:
+        return turn
+    messages = dialogue(previous.messages)
+    if previous.output is not None and (not messages or messages[-1]["role"] != "assistant"):
+        messages.append({"role": "assistant", "content": str(previous.output)})
+    extra = [{"role": "user", "content": turn}] if isinstance(turn, str) else list(turn)
+    return [*messages, *extra]
+
+
+async def run_case(plan: CasePlan) -> CaseRun:
+    """Run every turn of the case; never scores, never raises for the agent's own failures."""
+    model, cassette = _model_for(plan)
+    recorded_tools = cassette.info.get("tool_results", ()) if cassette else ()
+    tools = ReplayTools(plan.tools, recorded_tools)
+    outcome = CaseRun()
+    started = time.perf_counter()
+    context: Any = plan.context
+    previous: RunResult | None = None
+    try:
+        for turn in plan.turns:
+            result = await Runner.run(
+                plan.agent,
+                _history(previous, turn),
+                model=model,
+                context=context,
+                hooks=plan.hooks,
+                tool_interceptor=tools,
+                store=plan.store,
+            )
+            outcome.turns.append(result)
+            previous, context = result, result.context
+    finally:
+        closer = getattr(model, "aclose", None)
+        if closer is not None:  # a live model's connections belong to this event loop
+            await closer()
+    outcome.duration_ms = (time.perf_counter() - started) * 1000
+    if isinstance(model, ReplayModel):
+        outcome.drifts = list(model.drifts)
+    outcome.recorded_to = _save(plan, model, outcome)
+    return outcome
+
+
+def _save(plan: CasePlan, model: ChatModel, outcome: CaseRun) -> Path | None:
+    """Write what went to a live model: a fresh recording, or calls beyond the old one."""
+    if not plan.record:
+        return None
+    if isinstance(model, RecordingModel):
+        cassette = model.cassette
+    elif isinstance(model, ReplayModel) and model.recorded:
+        cassette = Cassette(
+            list(model.cassette.interactions) + model.recorded, dict(model.cassette.metadata)
+        )
+    else:
+        return None
+    first = plan.turns[0] if len(plan.turns) == 1 else plan.turns
+    metadata = session_metadata(outcome.turns[0], input=first, context=plan.context)
+    # The trajectory and tool results of every turn, so replay and `recorded` tools see all.
+    every_turn = [session_metadata(t, input=None) for t in outcome.turns]
+    metadata["trajectory"] = [s for m in every_turn for s in m["trajectory"]]
+    metadata["tool_results"] = [r for m in every_turn for r in m["tool_results"]]
+    metadata["turns"] = len(plan.turns)
+    metadata["suite"], metadata["case"] = plan.suite, plan.case_id
+    metadata["output"] = every_turn[-1]["output"]
+    metadata["stop_reason"] = every_turn[-1]["stop_reason"]
+    cassette.update_info(**metadata)
+    return cassette.save(plan.cassette)

@@ -1,0 +1,271 @@
+"""The harness: run golden suites' cases × trials, score them, store everything under one eval.
+
+For each suite: load its agent (and run its setup), then run every selected case `trials`
+times, at most `concurrency` at once — from the case's cassette by default, live when asked —
+score each trial, and write the runs (through the trace store, labelled with the eval, case
+and trial) and the scored result (the `results` table) as each trial finishes, so an
+interrupted eval can be resumed. A suite that cannot load never stops the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import fnmatch
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agentbench.errors import AgentbenchError, UsageError
+from agentbench.evals import results_store
+from agentbench.evals.case_runner import CasePlan, CaseSetupError, run_case
+from agentbench.evals.judging import JudgeRecorder
+from agentbench.evals.scorers import Score, ScoreContext, score_all
+from agentbench.evals.stats import Summary, TrialOutcome, summarize
+from agentbench.replay.cassette import RecordMode
+from agentbench.runtime.agent import Agent
+from agentbench.runtime.models import ChatModel
+from agentbench.trace.code_version import code_version
+
+
+@dataclass
+class HarnessOptions:
+    trials: int | None = None  # None: each suite's own
+    concurrency: int = 4
+    record_mode: RecordMode = RecordMode.NONE
+    live: bool = False
+    model: str | None = None  # overrides the suites' model names when live
+    base_url: str | None = None
+    filters: Sequence[str] = ()  # case ids (glob) or tag:NAME
+    strict: bool = False  # stop a case at its first drifted request
+    allow_drift: bool = False  # a drifted request is reported, not a failure
+    resume: str | None = None
+
+
+@dataclass
+class EvalRun:
+    eval_id: str
+    outcomes: list[TrialOutcome] = field(default_factory=list)
+    suite_errors: list[str] = field(default_factory=list)
+    code_version: str | None = None
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    resumed: int = 0  # trials taken from the stored eval instead of run again
+
+    @property
+    def summary(self) -> Summary:
+        return summarize(self.outcomes)
+
+
+Progress = Callable[[TrialOutcome], None]
+
+
+def new_eval_id() -> str:
+    return f"eval_{datetime.now(UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
+
+
+def selected(case: Any, suite: Any, filters: Sequence[str]) -> bool:
+    """A case is selected when any filter matches its id (glob) or a tag (`tag:NAME`)."""
+    if not filters:
+        return True
+    tags = set(case.tags) | set(suite.tags)
+    for item in filters:
+        if item.startswith("tag:"):
+            if item[4:] in tags:
+                return True
+        elif fnmatch.fnmatchcase(case.id, item) or fnmatch.fnmatchcase(
+            f"{suite.name}/{case.id}", item
+        ):
+            return True
+    return False
+
+
+def _live_factory(suite: Any, options: HarnessOptions) -> Callable[[], ChatModel] | None:
+    if not options.live:
+        return None
+    name = options.model or (suite.model.name if suite.model else None)
+    base_url = options.base_url or (suite.model.base_url if suite.model else None)
+
+    def make() -> ChatModel:
+        from agentbench.runtime.openai_model import OpenAIModel
+
+        return OpenAIModel(name, base_url=base_url)
+
+    return make
+
+
+def agent_for(suite: Any) -> Agent:
+    loaded = suite.load_object(suite.agent)
+    if not isinstance(loaded, Agent):
+        raise UsageError(
+            f"{suite.path / 'suite.yaml'}: agent {suite.agent!r} is a {type(loaded).__name__}, "
+            "not an agentbench Agent"
+        )
+    settings = suite.model.settings if suite.model else None
+    if settings is not None and settings.model_fields_set:
+        # The suite's settings apply to its entry agent; a shallow copy keeps the original.
+        loaded = copy.copy(loaded)
+        loaded.model_settings = settings
+    return loaded
+
+
+class Harness:
+    """Runs suites into one eval."""
+
+    def __init__(
+        self, store: Any, options: HarnessOptions, progress: Progress | None = None
+    ) -> None:
+        self.store = store
+        self.options = options
+        self.progress = progress
+        if options.record_mode is not RecordMode.NONE and not options.live:
+            raise UsageError(
+                f"--record-mode {options.record_mode.value} records live model calls; add --live"
+            )
+
+    def planned_trials(self, suites: Sequence[Any]) -> int:
+        return sum(
+            (self.options.trials or suite.trials_for(case))
+            for suite in suites
+            for case in suite.cases
+            if selected(case, suite, self.options.filters)
+        )
+
+    async def run(self, suites: Sequence[Any], suite_errors: Sequence[str] = ()) -> EvalRun:
+        options = self.options
+        eval_id = options.resume or new_eval_id()
+        done: dict[tuple[str, str, int], TrialOutcome] = {}
+        if options.resume:
+            done = results_store.stored_outcomes(self.store, eval_id)
+            if not done and not results_store.eval_exists(self.store, eval_id):
+                raise UsageError(f"--resume {eval_id}: no such eval in {self.store.path}")
+        run = EvalRun(eval_id, suite_errors=list(suite_errors), code_version=code_version())
+        results_store.start_eval(self.store, run, suites, options)
+        gate = asyncio.Semaphore(options.concurrency)
+        jobs = []
+        for suite in suites:
+            try:
+                agent = agent_for(suite)
+                if suite.setup:
+                    suite.load_object(suite.setup)()
+            except (AgentbenchError, ImportError, OSError, ValueError) as exc:
+                run.suite_errors.append(f"{suite.path / 'suite.yaml'}: {exc}")
+                continue
+            for case in suite.cases:
+                if not selected(case, suite, options.filters):
+                    continue
+                for trial in range(1, (options.trials or suite.trials_for(case)) + 1):
+                    key = (suite.name, case.id, trial)
+                    if key in done:
+                        run.outcomes.append(done[key])
+                        run.resumed += 1
+                        continue
+                    jobs.append(self._trial(gate, run, suite, agent, case, trial))
+        for outcome in await asyncio.gather(*jobs):
+            run.outcomes.append(outcome)
+        run.outcomes.sort(key=lambda o: (o.suite, o.case_id, o.trial))
+        results_store.finish_eval(self.store, run)
+        return run
+
+    async def _trial(
+        self, gate: asyncio.Semaphore, run: EvalRun, suite: Any, agent: Agent, case: Any, trial: int
+    ) -> TrialOutcome:
+        async with gate:
+            outcome = await self.run_trial(suite, agent, case, trial, eval_id=run.eval_id)
+        results_store.store_outcome(self.store, run.eval_id, outcome)
+        if self.progress is not None:
+            self.progress(outcome)
+        return outcome
+
+    async def run_trial(
+        self, suite: Any, agent: Agent, case: Any, trial: int = 1, *, eval_id: str | None = None
+    ) -> TrialOutcome:
+        """Run and score one trial of one case (the pytest plugin calls this per item)."""
+        source = f"{case.source[0]}:{case.source[1]}" if case.source else None
+        base = {
+            "suite": suite.name,
+            "case_id": case.id,
+            "trial": trial,
+            "tags": list(case.tags),
+            "source": source,
+        }
+        if case.skip:
+            return TrialOutcome(**base, status="skipped", score=0.0, error=case.skip)
+        options = self.options
+        cassette = suite.cassette_for(case)
+        plan = CasePlan(
+            suite=suite.name,
+            case_id=case.id,
+            agent=agent,
+            turns=case.turns,
+            context=case.run_context(),
+            cassette=cassette,
+            record_mode=options.record_mode,
+            tools=suite.tools.policies(),
+            live=_live_factory(suite, options),
+            strict=options.strict,
+            store=(
+                self.store.with_labels(eval_id=eval_id, case_id=case.id, trial=trial)
+                if self.store is not None
+                else None
+            ),
+            record=trial == 1,
+        )
+        try:
+            outcome = await run_case(plan)
+        except CaseSetupError as exc:
+            return TrialOutcome(**base, status="error", score=0.0, error=str(exc))
+        usage = outcome.usage
+        pricing = suite.model.pricing if suite.model else None
+        cost = pricing.cost(usage) if pricing is not None else None
+        expectations = suite.expectations_for(case)
+        judge = JudgeRecorder.for_case(
+            suite, case, options, cassette.with_suffix(".judge.yaml"), expectations
+        )
+        context = ScoreContext.from_runs(
+            case.id,
+            case.input if case.input is not None else case.inputs,
+            outcome.turns,
+            duration_ms=outcome.duration_ms,
+            cost_usd=cost,
+            judge=judge.model if judge else None,
+        )
+        scorers = [spec.build(base_dir=suite.root) for spec in expectations]
+        scores = await score_all(scorers, context)
+        drift = outcome.drift_reasons()
+        if drift and not options.allow_drift:
+            # The recording answered a different request: the code changed what it asks the
+            # model, so the recorded answers may no longer be what the model would say.
+            scores.append(
+                Score(
+                    name="request_drift",
+                    value=0.0,
+                    passed=False,
+                    reason=f"{drift[0]} (the request differs from the recording; re-record "
+                    "with --live --record-mode all if the change is intended)"
+                    + (f"; {len(drift) - 1} more drifted call(s)" if len(drift) > 1 else ""),
+                )
+            )
+        if judge is not None:
+            judge.save(record=trial == 1)
+        passed = all(s.passed for s in scores)
+        value = sum(s.value for s in scores) / len(scores) if scores else 1.0
+        status = "passed" if passed else "failed"
+        if case.xfail:
+            status = "xpassed" if passed else "xfailed"
+        final = outcome.result
+        return TrialOutcome(
+            **base,
+            status=status,
+            score=value,
+            scores=[
+                {"name": s.name, "value": s.value, "passed": s.passed, "reason": s.reason}
+                for s in scores
+            ],
+            run_id=(final.runs or [final])[0].run_id if outcome.turns else None,
+            duration_ms=outcome.duration_ms,
+            tokens=usage.total_tokens,
+            cost_usd=cost,
+            error=case.xfail if status == "xfailed" else None,
+        )

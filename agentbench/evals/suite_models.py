@@ -1,0 +1,206 @@
+"""The model of a golden suite (`suite.yaml`), and where its paths lead.
+
+A suite is a folder: `suite.yaml` (this `Suite` model) and case files under `cases/`. Paths
+in a suite resolve by two rules:
+
+* the **repository root** is the parent of the folder holding the suite folders
+  (`golden/weather/suite.yaml` → the folder holding `golden/`); `agent`, `setup` and custom
+  scorers written `package.module:attribute` are imported with it on `sys.path`, and the
+  default cassette folder is `<root>/replays/<suite name>`;
+* anything written as a path (`cassettes:`, `agent: agent.py:weather`) is relative to the
+  **suite folder**, like every path in a configuration file.
+
+Nothing is imported while a suite loads; `Suite.load_object` does it when the harness asks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+)
+
+from agentbench.errors import UsageError
+from agentbench.evals.case_models import NAME_PATTERN, Case, check_name
+from agentbench.evals.expectations import Expectations, ScorerSpec
+from agentbench.evals.validation import REFERENCE_PATTERN, check_reference
+from agentbench.loading import load_object
+from agentbench.replay.tool_policy import ToolPolicies, ToolPolicy
+from agentbench.runtime.agent import ModelSettings
+from agentbench.runtime.models import Usage
+
+
+class Pricing(BaseModel):
+    """What the model costs, in US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_per_mtok: float = Field(ge=0, description="US dollars per million input tokens.")
+    output_per_mtok: float = Field(ge=0, description="US dollars per million output tokens.")
+
+    def cost(self, usage: Usage) -> float:
+        return (
+            usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok
+        ) / 1_000_000
+
+
+class SuiteModel(BaseModel):
+    """The model the suite's agent runs on when live (replay serves the cassettes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, description="Model name, e.g. gpt-4o-mini.")
+    base_url: str | None = Field(None, description="An OpenAI-compatible endpoint.")
+    settings: ModelSettings = Field(
+        default_factory=ModelSettings, description="Request parameters (temperature, seed…)."
+    )
+    pricing: Pricing | None = Field(None, description="Prices, for cost and cost_budget.")
+
+
+def _tool_rule(rule: str) -> str:
+    """A per-tool policy as ToolPolicies.parse reads it, checked where it is written."""
+    kind, _, argument = rule.partition(":")
+    try:
+        policy = ToolPolicy.parse(kind)
+    except UsageError as exc:
+        raise ValueError(str(exc)) from None
+    if policy is ToolPolicy.FAULT and argument not in ("", "error", "timeout"):
+        raise ValueError(f"expected fault, fault:error or fault:timeout; got {rule!r}")
+    if policy in (ToolPolicy.LIVE, ToolPolicy.RECORDED) and argument:
+        raise ValueError(f"{policy.value} takes no value; got {rule!r}")
+    return rule
+
+
+class ToolsConfig(BaseModel):
+    """What tools do when the suite replays: a default policy and per-tool overrides."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default: ToolPolicy = Field(
+        ToolPolicy.LIVE, description="live | recorded | stub | fault, for every tool."
+    )
+    overrides: dict[str, Annotated[str, AfterValidator(_tool_rule)]] = Field(
+        default_factory=dict,
+        description='Per tool: "live", "recorded", "stub:VALUE" (JSON or text), "fault", '
+        '"fault:timeout".',
+    )
+
+    def policies(self) -> ToolPolicies:
+        """The policies the replay tool interceptor applies."""
+        return ToolPolicies.parse(
+            self.default.value, [f"{name}={rule}" for name, rule in self.overrides.items()]
+        )
+
+
+class Suite(BaseModel):
+    """A golden suite: the agent, how to run and score it, and its cases."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        json_schema_extra={"pattern": NAME_PATTERN},
+        description="The suite's name (default: the folder's name).",
+    )
+    description: str = Field("", description="What the suite covers, for people.")
+    agent: str = Field(
+        json_schema_extra={"pattern": REFERENCE_PATTERN},
+        description="The agent: module:attribute importable from the repository root, or "
+        "file.py:attribute in the suite folder.",
+    )
+    model: SuiteModel | None = Field(None, description="The model the agent runs on live.")
+    judge: str | None = Field(None, description="Model name for llm_judge expectations.")
+    scorers: Expectations = Field(
+        default_factory=list,
+        description="Expectations applied to every case; a case's expectation of the same "
+        "scorer replaces them.",
+    )
+    cassettes: str | None = Field(
+        None,
+        description="Cassette folder, relative to the suite folder "
+        "(default: replays/<name> in the repository root).",
+    )
+    tools: ToolsConfig = Field(
+        default_factory=ToolsConfig, description="Tool policies during replay."
+    )
+    tags: list[str] = Field(default_factory=list, description="Labels to select suites by.")
+    trials: int = Field(1, ge=1, description="Runs of each case.")
+    concurrency: int | None = Field(
+        None, ge=1, description="Cases run at once (default: the harness's)."
+    )
+    setup: str | None = Field(
+        None,
+        json_schema_extra={"pattern": REFERENCE_PATTERN},
+        description="A function the harness calls once before the suite runs (module:function).",
+    )
+    cases: list[Case] = Field(default_factory=list, description="Cases written inline.")
+
+    _path: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return check_name(value, "a suite name")
+
+    @field_validator("agent")
+    @classmethod
+    def _agent(cls, value: str) -> str:
+        return check_reference(value, "golden.weather.agent:agent")
+
+    @field_validator("setup")
+    @classmethod
+    def _setup(cls, value: str | None) -> str | None:
+        return None if value is None else check_reference(value, "golden.shop.setup:build_db")
+
+    @property
+    def path(self) -> Path:
+        """The suite folder."""
+        return self._path
+
+    @property
+    def file(self) -> Path:
+        return self._path / "suite.yaml"
+
+    @property
+    def root(self) -> Path:
+        """The repository root: the parent of the folder holding the suite folders."""
+        return self._path.resolve().parent.parent
+
+    @property
+    def cassette_dir(self) -> Path:
+        if self.cassettes is not None:
+            return (self._path / self.cassettes).resolve()
+        return self.root / "replays" / self.name
+
+    def cassette_for(self, case: Case) -> Path:
+        return self.cassette_dir / (case.cassette or f"{case.id}.yaml")
+
+    def trials_for(self, case: Case) -> int:
+        return case.trials or self.trials
+
+    def expectations_for(self, case: Case) -> list[ScorerSpec]:
+        """The suite's default scorers (minus those the case names itself), then the case's."""
+        own = {spec.name for spec in case.expect}
+        return [s for s in self.scorers if s.name not in own] + list(case.expect)
+
+    def case(self, case_id: str) -> Case:
+        for case in self.cases:
+            if case.id == case_id:
+                return case
+        raise KeyError(f"suite {self.name!r} has no case {case_id!r}")
+
+    def load_object(self, ref: str, what: str = "object") -> Any:
+        """Import `module:attribute` from the repository root, or `file.py:attr` in the suite.
+
+        This is the only place a suite imports anything; loading the suite never does.
+        """
+        module, _, attribute = ref.partition(":")
+        if module.endswith(".py"):
+            ref = f"{(self._path / module).resolve()}:{attribute}"
+        return load_object(ref, what=f"suite {self.name!r}: {what}", search_path=self.root)

@@ -1,0 +1,1 @@
+"""The shipped golden suites: agents modelled on the seed systems, and their reference policies."""

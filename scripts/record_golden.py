@@ -1,0 +1,55 @@
+"""Record the shipped golden suites' cassettes through the real record path.
+
+    python scripts/record_golden.py [golden/ …] [--filter ID]
+
+Each suite has a reference policy (`golden/<suite>/reference.py`): a deterministic stand-in
+for a capable model that reads the request — the user's question, the tool results so far —
+and answers with the next tool call or the final text. This script serves those policies from
+an OpenAI-compatible server on 127.0.0.1 (agentbench.testing.OpenAICompatibleServer, chosen by
+the request's model name) and runs `agentbench run --live --record-mode all` against it, so
+every cassette is written by the same code path that records a real provider: the openai SDK,
+HTTP, the recording model and the cassette writer. To record against your own endpoint
+instead, run `agentbench run golden/ --live --record-mode all --model NAME` with
+OPENAI_BASE_URL and OPENAI_API_KEY set.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agentbench.cli import main  # noqa: E402
+from agentbench.testing import OpenAICompatibleServer  # noqa: E402
+
+POLICIES = {
+    "reference-sre": "golden.sre.reference",
+    "reference-sql": "golden.sql_analyst.reference",
+    "reference-cs": "golden.customer_service.reference",
+    "reference-brakes": "golden.brakes.reference",
+}
+
+
+def respond(request: dict[str, Any]) -> Any:
+    module = POLICIES.get(request.get("model", ""))
+    if module is None:
+        return f"no reference policy for model {request.get('model')!r}"
+    return importlib.import_module(module).respond(request)
+
+
+def record(arguments: list[str]) -> int:
+    paths = [a for a in arguments if not a.startswith("-")] or [str(ROOT / "golden")]
+    extra = [a for a in arguments if a.startswith("-")]
+    with OpenAICompatibleServer(responder=respond) as server:
+        os.environ["OPENAI_BASE_URL"] = server.base_url
+        os.environ["OPENAI_API_KEY"] = "reference-policy"
+        return main(["run", *paths, "--live", "--record-mode", "all", "--concurrency", "1", *extra])
+
+
+if __name__ == "__main__":
+    sys.exit(record(sys.argv[1:]))

@@ -1,0 +1,223 @@
+"""`agentbench run`: record suites live, replay them offline, gate on the results."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import duckdb
+import orjson
+import pytest
+
+from agentbench import ToolCall
+from agentbench.cli import main
+from agentbench.testing import OpenAICompatibleServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+AGENT = '''
+from agentbench import Agent, tool
+
+TEMPERATURES = {"Paris": 21, "Oslo": 4}
+
+@tool(effect="read_only")
+def get_weather(city: str) -> dict:
+    """Current temperature.
+
+    Args:
+        city: City name.
+    """
+    return {"city": city, "celsius": TEMPERATURES[city]}
+
+agent = Agent(name="weather", instructions="Answer briefly.", tools=[get_weather])
+'''
+
+SUITE = """
+name: mini
+agent: agent.py:agent
+model: {name: mini-model}
+cassettes: cassettes
+scorers:
+  - stop_reason: completed
+"""
+
+CASES = """
+- id: paris
+  input: Weather in Paris?
+  tags: [smoke]
+  expect:
+    - tool_called: {name: get_weather, args: {city: Paris}}
+    - output_contains: "21"
+- id: oslo
+  input: Weather in Oslo?
+  expect:
+    - output_contains: "4 degrees"
+- id: snow
+  input: Will it snow in Oslo?
+  xfail: no snow forecast yet
+  expect:
+    - output_contains: "snow: yes"
+"""
+
+
+def respond(request: dict) -> object:
+    question = request["messages"][-1]
+    if question["role"] == "tool":
+        data = orjson.loads(question["content"])
+        return f"{data['city']}: {data['celsius']} degrees."
+    city = "Paris" if "Paris" in question["content"] else "Oslo"
+    return ToolCall("get_weather", {"city": city})
+
+
+@pytest.fixture
+def suite_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "suites" / "mini"
+    (folder / "cases").mkdir(parents=True)
+    (folder / "agent.py").write_text(AGENT)
+    (folder / "suite.yaml").write_text(SUITE)
+    (folder / "cases" / "weather.yaml").write_text(CASES)
+    return folder
+
+
+def run(*args: str, db: Path) -> int:
+    return main(["run", *args, "--db", str(db)])
+
+
+@pytest.fixture
+def recorded(suite_dir: Path, tmp_path: Path, monkeypatch) -> Path:
+    with OpenAICompatibleServer(responder=respond) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "unused")
+        code = run(
+            str(suite_dir),
+            "--live",
+            "--record-mode",
+            "all",
+            "--base-url",
+            server.base_url,
+            db=tmp_path / "rec.duckdb",
+        )
+    assert code == 0
+    assert sorted(p.name for p in (suite_dir / "cassettes").iterdir()) == [
+        "oslo.yaml",
+        "paris.yaml",
+        "snow.yaml",
+    ]
+    return suite_dir
+
+
+def results(db: Path) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as conn:
+        return conn.execute(
+            "SELECT case_id, trial, status FROM results ORDER BY case_id, trial"
+        ).fetchall()
+
+
+def test_replay_offline_passes_and_stores_every_result(
+    recorded: Path, tmp_path: Path, capsys
+) -> None:
+    db = tmp_path / "replay.duckdb"
+    capsys.readouterr()
+    assert run(str(recorded), db=db) == 0
+    out = capsys.readouterr().out
+    assert "pass rate 100.0%" in out and "mini/snow: no snow forecast yet" in out
+    assert results(db) == [("oslo", 1, "passed"), ("paris", 1, "passed"), ("snow", 1, "xfailed")]
+    with duckdb.connect(str(db), read_only=True) as conn:
+        labelled = conn.execute(
+            "SELECT count(*) FROM runs WHERE eval_id IS NOT NULL AND case_id = 'paris'"
+        ).fetchone()
+        status = conn.execute("SELECT status, summary FROM evals").fetchone()
+    assert labelled == (1,)
+    assert status[0] == "finished" and orjson.loads(status[1])["pass_rate"] == 1.0
+
+
+def test_a_changed_tool_fails_the_affected_case_with_reasons(
+    recorded: Path, tmp_path: Path, capsys
+) -> None:
+    agent = recorded / "agent.py"
+    agent.write_text(agent.read_text().replace('"Oslo": 4', '"Oslo": -3'))
+    capsys.readouterr()
+    assert run(str(recorded), db=tmp_path / "r.duckdb") == 1
+    out = capsys.readouterr().out
+    assert "failing (1):" in out
+    assert "mini/oslo trial 1" in out and "weather.yaml:" in out
+    assert "request_drift: model call #2 at step 2 (weather)" in out, out
+    assert '"celsius":4}\' → \'…"Oslo","celsius":-3}' in out
+
+
+def test_a_changed_prompt_fails_with_request_drift_unless_allowed(
+    recorded: Path, tmp_path: Path, capsys
+) -> None:
+    agent = recorded / "agent.py"
+    agent.write_text(agent.read_text().replace("Answer briefly.", "Answer in one line."))
+    capsys.readouterr()
+    assert run(str(recorded), db=tmp_path / "a.duckdb") == 1
+    out = capsys.readouterr().out
+    assert (
+        "model call #1 at step 1 (weather): "
+        "messages[0].content: 'Answer briefly.' → 'Answer in one line.'"
+        in out
+    )
+    assert run(str(recorded), "--allow-drift", db=tmp_path / "b.duckdb") == 0
+
+
+def test_trials_filters_and_pass_at_k(recorded: Path, tmp_path: Path, capsys) -> None:
+    db = tmp_path / "k.duckdb"
+    capsys.readouterr()
+    assert run(str(recorded), "--trials", "3", "--filter", "tag:smoke", "--json", db=db) == 0
+    report = orjson.loads(capsys.readouterr().out)
+    assert report["summary"]["trials"] == 3 and report["summary"]["k"] == 3
+    assert report["summary"]["pass_at_k"] == 1.0 and report["summary"]["pass_hat_k"] == 1.0
+    assert results(db) == [("paris", 1, "passed"), ("paris", 2, "passed"), ("paris", 3, "passed")]
+
+
+def test_resume_runs_only_what_the_eval_is_missing(recorded: Path, tmp_path: Path, capsys) -> None:
+    db = tmp_path / "resume.duckdb"
+    capsys.readouterr()
+    assert run(str(recorded), "--filter", "paris", "--json", db=db) == 0
+    eval_id = orjson.loads(capsys.readouterr().out)["eval_id"]
+    assert run(str(recorded), "--resume", eval_id, db=db) == 0
+    out = capsys.readouterr().out
+    assert f"eval {eval_id}: 3 cases, 3 trials" in out and "1 resumed" in out
+    assert [r[0] for r in results(db)] == ["oslo", "paris", "snow"]
+
+
+def test_missing_cassette_is_an_infrastructure_error(
+    recorded: Path, tmp_path: Path, capsys
+) -> None:
+    (recorded / "cassettes" / "oslo.yaml").unlink()
+    capsys.readouterr()
+    assert run(str(recorded), db=tmp_path / "m.duckdb") == 3
+    out = capsys.readouterr().out
+    assert "no cassette at" in out and "--record-mode once" in out
+
+
+def test_fail_under_gates_on_the_pass_rate(recorded: Path, tmp_path: Path, capsys) -> None:
+    cases = recorded / "cases" / "weather.yaml"
+    cases.write_text(cases.read_text().replace('"4 degrees"', '"5 degrees"'))
+    assert run(str(recorded), db=tmp_path / "f0.duckdb") == 1  # a failing case fails the gate
+    assert run(str(recorded), "--fail-under", "0.5", db=tmp_path / "f1.duckdb") == 0
+    assert run(str(recorded), "--fail-under", "0.9", db=tmp_path / "f2.duckdb") == 1
+
+
+def test_an_invalid_suite_is_reported_and_the_others_still_run(
+    recorded: Path, tmp_path: Path, capsys
+) -> None:
+    broken = recorded.parent / "broken"
+    broken.mkdir()
+    (broken / "suite.yaml").write_text(
+        "name: broken\nagent: agent.py:agent\nscorers:\n  - no_such_scorer: 1\n"
+    )
+    capsys.readouterr()
+    assert run(str(recorded.parent), db=tmp_path / "i.duckdb") == 2
+    captured = capsys.readouterr()
+    assert "broken/suite.yaml:4" in captured.err and "no_such_scorer" in captured.err
+    assert "pass rate 100.0%" in captured.out
+
+
+def test_shipped_golden_suites_replay_offline(tmp_path: Path, capsys) -> None:
+    """The main command: every shipped case replays from its cassette, no network, no key."""
+    code = run(str(ROOT / "golden"), db=tmp_path / "g.duckdb")
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "44 cases" in out and "pass rate 100.0%" in out
+    assert textwrap.dedent(out).count("expected failures:") == 1

@@ -1,0 +1,99 @@
+"""The pytest plugin: fixtures for users' own tests, and golden cases as pytest items."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+
+USER_TEST = """
+from agentbench import Agent, Runner, ToolCall, tool
+
+@tool(effect="read_only")
+def add(a: int, b: int) -> int:
+    return a + b
+
+agent = Agent(name="adder", tools=[add])
+
+def test_scripted(scripted_model):
+    model = scripted_model([ToolCall("add", {"a": 2, "b": 3}), "5"])
+    assert Runner.run_sync(agent, "2+3?", model=model).output == "5"
+
+def test_script_left_over_fails_at_teardown(scripted_model):
+    scripted_model(["one", "two"])
+
+def test_cassette_records_then_replays(cassette, scripted_model):
+    import os
+    first = os.environ.get("FIRST")
+    live = scripted_model([ToolCall("add", {"a": 1, "b": 1}), "2"]) if first else None
+    model = cassette(live)
+    assert Runner.run_sync(agent, "1+1?", model=model).output == "2"
+
+def test_trace_store(trace_store):
+    model = __import__("agentbench").ScriptedModel(["hello"])
+    result = Runner.run_sync(agent, "hi", model=model, store=trace_store)
+    trace_store.flush()
+    assert trace_store.run(result.run_id).run.output == '"hello"'
+"""
+
+
+def test_fixtures_for_users_tests(pytester: pytest.Pytester, monkeypatch) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_user=USER_TEST)
+    monkeypatch.setenv("FIRST", "1")
+    first = pytester.runpytest("-p", "no:cacheprovider")
+    first.assert_outcomes(passed=4, errors=1)
+    assert "never requested" in first.stdout.str()
+    cassette = pytester.path / "cassettes" / "test_user" / "test_cassette_records_then_replays.yaml"
+    assert cassette.is_file()
+    monkeypatch.delenv("FIRST")
+    again = pytester.runpytest("-p", "no:cacheprovider", "-k", "cassette")
+    again.assert_outcomes(passed=1)  # replayed: no live model was given this time
+
+
+def test_golden_cases_are_pytest_items_with_reasons(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    suite = pytester.path / "golden" / "mini"
+    (suite / "cases").mkdir(parents=True)
+    (suite / "agent.py").write_text(
+        "from agentbench import Agent\nagent = Agent(name='echo', instructions='Echo.')\n"
+    )
+    (suite / "suite.yaml").write_text("name: mini\nagent: agent.py:agent\ncassettes: cassettes\n")
+    (suite / "cases" / "c.yaml").write_text(
+        "- id: hello\n  input: hi\n  expect:\n    - output_contains: hello\n"
+        "- id: wrong\n  input: hi\n  expect:\n    - output_contains: goodbye\n"
+    )
+    from agentbench.replay.cassette import Cassette, Interaction
+    from agentbench.runtime.models import ChatResponse
+
+    for case in ("hello", "wrong"):
+        request = {
+            "model": "m",
+            "messages": [{"role": "system", "content": "Echo."}, {"role": "user", "content": "hi"}],
+        }
+        cassette = Cassette([Interaction.of(request, ChatResponse(text="hello there"))])
+        cassette.update_info(input="hi", trajectory=[], tool_results=[])
+        cassette.save(suite / "cassettes" / f"{case}.yaml")
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--agentbench-golden", str(pytester.path / "golden")
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    output = result.stdout.str()
+    assert "mini/wrong" in output and "c.yaml:5" in output
+    assert "output_contains" in output and "goodbye" in output
+
+
+def test_shipped_golden_suites_as_pytest_items(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--agentbench-golden",
+        str(ROOT / "golden"),
+        "--rootdir",
+        str(ROOT),
+    )
+    result.assert_outcomes(passed=41, xfailed=3)
