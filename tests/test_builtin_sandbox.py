@@ -163,11 +163,12 @@ HOSTILE: dict[str, tuple[str, Check]] = {
     ),
     "write into the project": (
         f"open({str(Path(__file__).parent / 'pwned-by-sandbox')!r}, 'w').write('x')",
-        raised("Read-only file system", "PermissionError"),
+        # A checkout under /tmp is not even visible: the sandbox's /tmp is private.
+        raised("Read-only file system", "PermissionError", "FileNotFoundError"),
     ),
     "append to agentbench's source": (
         f"open({str(Path(__file__).parents[1] / 'agentbench' / 'tools.py')!r}, 'a').write('x')",
-        raised("Read-only file system", "PermissionError"),
+        raised("Read-only file system", "PermissionError", "FileNotFoundError"),
     ),
     "read root's ssh key": (
         "print(open('/root/.ssh/id_rsa').read())",
