@@ -26,7 +26,6 @@ from agentbench.runtime.models import (
     ToolCall,
     Usage,
 )
-from agentbench.runtime.openai_model import OpenAIModel
 from agentbench.runtime.orchestration import AgentInfo, AgentRegistry, Router
 from agentbench.runtime.retry import RetryPolicy
 from agentbench.runtime.run_state import RunResult
@@ -41,6 +40,16 @@ from agentbench.runtime.tools import (
     ToolResult,
     tool,
 )
+
+
+def __getattr__(name: str) -> object:
+    # The openai SDK takes about a second to import; load it only when a live model is used.
+    if name == "OpenAIModel":
+        from agentbench.runtime.openai_model import OpenAIModel
+
+        return OpenAIModel
+    raise AttributeError(f"module 'agentbench' has no attribute {name!r}")
+
 
 __all__ = [
     "Agent",

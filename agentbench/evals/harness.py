@@ -143,6 +143,7 @@ class Harness:
         run = EvalRun(eval_id, suite_errors=list(suite_errors), code_version=code_version())
         results_store.start_eval(self.store, run, suites, options)
         gate = asyncio.Semaphore(options.concurrency)
+        self._writer = results_store.ResultWriter(self.store, eval_id)
         jobs = []
         for suite in suites:
             try:
@@ -162,8 +163,11 @@ class Harness:
                         run.resumed += 1
                         continue
                     jobs.append(self._trial(gate, run, suite, agent, case, trial))
-        for outcome in await asyncio.gather(*jobs):
-            run.outcomes.append(outcome)
+        try:
+            for outcome in await asyncio.gather(*jobs):
+                run.outcomes.append(outcome)
+        finally:
+            self._writer.flush()  # interrupted or not, every finished trial is kept
         run.outcomes.sort(key=lambda o: (o.suite, o.case_id, o.trial))
         results_store.finish_eval(self.store, run)
         return run
@@ -173,7 +177,7 @@ class Harness:
     ) -> TrialOutcome:
         async with gate:
             outcome = await self.run_trial(suite, agent, case, trial, eval_id=run.eval_id)
-        results_store.store_outcome(self.store, run.eval_id, outcome)
+        self._writer.add(outcome)
         if self.progress is not None:
             self.progress(outcome)
         return outcome

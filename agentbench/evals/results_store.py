@@ -7,6 +7,7 @@ Writes take the store's write lock like any recording, waiting while another pro
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -61,31 +62,60 @@ def start_eval(store: Any, run: Any, suites: Sequence[Any], options: Any) -> Non
         )
 
 
-def store_outcome(store: Any, eval_id: str, outcome: TrialOutcome) -> None:
+def _row(eval_id: str, outcome: TrialOutcome) -> list[Any]:
+    return [
+        eval_id,
+        outcome.suite,
+        outcome.case_id,
+        outcome.trial,
+        outcome.run_id,
+        outcome.status,
+        outcome.passed,
+        outcome.score,
+        _json(outcome.scores),
+        outcome.duration_ms,
+        outcome.tokens,
+        outcome.cost_usd,
+        outcome.error,
+        outcome.source,
+        _json(outcome.tags),
+        datetime.now(UTC),
+    ]
+
+
+def store_outcomes(store: Any, eval_id: str, outcomes: Sequence[TrialOutcome]) -> None:
+    if not outcomes:
+        return
     with store.writing() as conn:
-        conn.execute(
+        conn.executemany(
             "INSERT INTO results (eval_id, suite, case_id, trial, run_id, status, passed, score, "
             "scores, duration_ms, tokens, cost_usd, error, source, tags, recorded_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                eval_id,
-                outcome.suite,
-                outcome.case_id,
-                outcome.trial,
-                outcome.run_id,
-                outcome.status,
-                outcome.passed,
-                outcome.score,
-                _json(outcome.scores),
-                outcome.duration_ms,
-                outcome.tokens,
-                outcome.cost_usd,
-                outcome.error,
-                outcome.source,
-                _json(outcome.tags),
-                datetime.now(UTC),
-            ],
+            [_row(eval_id, outcome) for outcome in outcomes],
         )
+
+
+class ResultWriter:
+    """Buffers results and writes them in batches: opening the store for writing costs tens
+    of milliseconds, so one write per trial would dominate a replayed eval. Results reach the
+    store at least every `interval_s` and at the end, so `--resume` loses little."""
+
+    def __init__(self, store: Any, eval_id: str, interval_s: float = 2.0) -> None:
+        self.store = store
+        self.eval_id = eval_id
+        self.interval_s = interval_s
+        self._pending: list[TrialOutcome] = []
+        self._last = time.monotonic()
+
+    def add(self, outcome: TrialOutcome) -> None:
+        self._pending.append(outcome)
+        if time.monotonic() - self._last >= self.interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        store_outcomes(self.store, self.eval_id, pending)
+        self._last = time.monotonic()
 
 
 def finish_eval(store: Any, run: Any) -> None:
