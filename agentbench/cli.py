@@ -13,6 +13,7 @@ import click
 from agentbench._version import __version__
 from agentbench.commands.promote import promote
 from agentbench.commands.replay import diff, replay
+from agentbench.commands.report import report
 from agentbench.commands.run import run as run_command
 from agentbench.commands.schema import schema
 from agentbench.commands.traces import traces
@@ -33,6 +34,7 @@ cli.add_command(replay)
 cli.add_command(diff)
 cli.add_command(promote)
 cli.add_command(schema)
+cli.add_command(report)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -80,7 +80,9 @@ def suite_dir(tmp_path: Path) -> Path:
 
 
 def run(*args: str, db: Path) -> int:
-    return main(["run", *args, "--db", str(db)])
+    # Reports go where a test says, never into the working directory.
+    report = [] if "--report-dir" in args or "--no-report" in args else ["--no-report"]
+    return main(["run", *args, *report, "--db", str(db)])
 
 
 @pytest.fixture
@@ -154,8 +156,7 @@ def test_a_changed_prompt_fails_with_request_drift_unless_allowed(
     out = capsys.readouterr().out
     assert (
         "model call #1 at step 1 (weather): "
-        "messages[0].content: 'Answer briefly.' → 'Answer in one line.'"
-        in out
+        "messages[0].content: 'Answer briefly.' → 'Answer in one line.'" in out
     )
     assert run(str(recorded), "--allow-drift", db=tmp_path / "b.duckdb") == 0
 
@@ -221,3 +222,34 @@ def test_shipped_golden_suites_replay_offline(tmp_path: Path, capsys) -> None:
     assert code == 0, out
     assert "44 cases" in out and "pass rate 100.0%" in out
     assert textwrap.dedent(out).count("expected failures:") == 1
+
+
+def test_baseline_gate_names_regressions_and_writes_ci_outputs(
+    recorded: Path, tmp_path: Path, capsys
+) -> None:
+    db = tmp_path / "gate.duckdb"
+    capsys.readouterr()
+    assert run(str(recorded), "--json", "--no-report", db=db) == 0
+    baseline = orjson.loads(capsys.readouterr().out)["eval_id"]
+    agent = recorded / "agent.py"
+    agent.write_text(agent.read_text().replace("Answer briefly.", "Answer in one line."))
+    junit, markdown = tmp_path / "out.xml", tmp_path / "summary.md"
+    code = run(
+        str(recorded),
+        "--baseline",
+        baseline,
+        "--junit",
+        str(junit),
+        "--summary-md",
+        str(markdown),
+        "--report-dir",
+        str(tmp_path / "reports"),
+        db=db,
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "newly failing" in out and "mini/paris" in out and "gate: FAILED" in out
+    assert 'failures="2"' in junit.read_text()
+    assert "mini/oslo" in markdown.read_text()
+    report = next((tmp_path / "reports").glob("*/index.html")).read_text()
+    assert "Compared with baseline" in report

@@ -165,7 +165,9 @@ def test_promote_turns_a_stored_run_into_a_passing_golden_case(
     assert "id: from-prod" in cases and "get_weather" in cases and "output_equals" in cases
     assert (suite / "cassettes" / "from-prod.yaml").is_file()
     capsys.readouterr()
-    assert main(["run", str(suite), "--db", str(tmp_path / "run.duckdb")]) == 0, capsys.readouterr()
+    assert main(["run", str(suite), "--no-report", "--db", str(tmp_path / "run.duckdb")]) == 0, (
+        capsys.readouterr()
+    )
     assert (
         main(
             ["promote", result.run_id, "--suite", str(suite), "--id", "from-prod", "--db", str(db)]

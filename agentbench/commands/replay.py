@@ -2,7 +2,8 @@
 
 `replay` runs the current code against a recorded session — a cassette file or a stored run
 — and exits 0 when behaviour is unchanged, 1 when it diverged. `diff` aligns two stored runs
-step by step. Both print a one-screen report, or JSON with `--json`.
+step by step, or compares two stored evals case by case (exit 1 when the regression gate
+fails). Both print a one-screen report, or JSON with `--json`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import orjson
 
 from agentbench.commands.traces import open_store, store_options
 from agentbench.errors import UsageError
+from agentbench.evals import results_store
+from agentbench.evals.compare import compare_evals
+from agentbench.evals.compare_text import comparison_text
 from agentbench.loading import load_object
 from agentbench.replay.cassette import RecordMode
 from agentbench.replay.convert import stored_trajectory
@@ -141,10 +145,45 @@ def replay(
 @click.argument("run_a")
 @click.argument("run_b")
 @click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON.")
+@click.option(
+    "--budget-pct",
+    type=click.FloatRange(min=0),
+    default=20.0,
+    show_default=True,
+    help="Evals: tokens, cost or latency worse by more than this percent is a budget regression.",
+)
+@click.option(
+    "--report-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("reports"),
+    show_default=True,
+    help="Evals: where the HTML diff report is written.",
+)
 @store_options
-def diff(run_a: str, run_b: str, as_json: bool, db: Path | None, wait_s: float) -> int:
-    """Align two stored runs step by step; exit 1 if they differ."""
+def diff(
+    run_a: str,
+    run_b: str,
+    as_json: bool,
+    budget_pct: float,
+    report_dir: Path,
+    db: Path | None,
+    wait_s: float,
+) -> int:
+    """Compare two stored runs (RUN_A RUN_B) or two evals (EVAL_A EVAL_B); exit 1 if they differ.
+
+    For evals, exit 1 means the gate failed: a case passed in EVAL_A and fails in EVAL_B, or
+    the pass rate dropped significantly.
+    """
     store = open_store(db, wait_s)
+    evals = [results_store.eval_exists(store, target) for target in (run_a, run_b)]
+    if all(evals):
+        return _diff_evals(store, run_a, run_b, as_json, budget_pct, report_dir)
+    if any(evals):
+        eval_id, other = (run_a, run_b) if evals[0] else (run_b, run_a)
+        raise UsageError(
+            f"{eval_id} is an eval but {other} is not: diff two evals (EVAL_A EVAL_B) "
+            "or two runs (RUN_A RUN_B)"
+        )
     before, after = stored_trajectory(store, run_a), stored_trajectory(store, run_b)
     differences = align(before, after)
     if as_json:
@@ -160,3 +199,31 @@ def diff(run_a: str, run_b: str, as_json: bool, db: Path | None, wait_s: float) 
                 lines.append(f"  … and {len(differences) - 10} more")
         _emit("\n".join(lines), False)
     return EXIT_DIVERGED if differences else EXIT_UNCHANGED
+
+
+def _diff_evals(
+    store: Any, baseline: str, current: str, as_json: bool, budget_pct: float, report_dir: Path
+) -> int:
+    comparison = compare_evals(store, baseline, current, budget_pct=budget_pct)
+    data = comparison.as_dict()
+    report = _diff_report(store, data, report_dir)
+    if as_json:
+        _emit({**data, "report": str(report) if report else None}, True)
+    else:
+        text = comparison_text(data)
+        _emit(text + (f"\nreport: {report}" if report else ""), False)
+    return EXIT_DIVERGED if comparison.gate_failed else EXIT_UNCHANGED
+
+
+def _diff_report(store: Any, data: dict[str, Any], out_dir: Path) -> Path | None:
+    """The HTML diff report, when the report package is installed alongside."""
+    try:
+        from agentbench.report import write_diff_report  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    try:
+        written = write_diff_report(store, data, out_dir)
+    except OSError as exc:  # the comparison is the answer; a report we cannot write is a note
+        click.echo(f"warning: could not write the HTML diff report to {out_dir}: {exc}", err=True)
+        return None
+    return Path(written) if written is not None else out_dir

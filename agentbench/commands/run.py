@@ -10,18 +10,34 @@ still run), 3 a case could not run at all (a missing or corrupt cassette).
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
 
+from agentbench.ci import (
+    append_github_step_summary,
+    github_annotations,
+    markdown_summary,
+    write_junit,
+    write_summary_md,
+)
 from agentbench.commands import summary as summary_text
 from agentbench.commands.traces import open_store, store_options
+from agentbench.errors import UsageError
+from agentbench.evals.against import run_against
+from agentbench.evals.baseline import find_baseline
+from agentbench.evals.compare import compare_evals
+from agentbench.evals.compare_text import comparison_text
 from agentbench.evals.dataset import discover
+from agentbench.evals.gate import gate
 from agentbench.evals.harness import Harness, HarnessOptions
 from agentbench.evals.stats import TrialOutcome
 from agentbench.replay.cassette import RecordMode
+from agentbench.report import write_report
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 
@@ -71,6 +87,45 @@ EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
     metavar="EVAL_ID",
     help="Continue an interrupted eval: run only the trials it has no result for.",
 )
+@click.option(
+    "--baseline",
+    default=None,
+    metavar="EVAL_ID|latest|git:REF",
+    help="Compare with this stored eval [default: the latest eval of the merge-base].",
+)
+@click.option(
+    "--against",
+    default=None,
+    metavar="REF",
+    help="First run the same suites at git REF (a temporary worktree) as the baseline.",
+)
+@click.option(
+    "--budget-pct",
+    type=click.FloatRange(min=0),
+    default=20.0,
+    show_default=True,
+    help="Tokens, cost or latency worse than this percentage is a budget regression.",
+)
+@click.option(
+    "--junit",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a JUnit XML file (one testcase per case and trial).",
+)
+@click.option(
+    "--summary-md",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).",
+)
+@click.option(
+    "--report-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("reports"),
+    show_default=True,
+    help="Where the HTML report is written (<dir>/<eval_id>/index.html).",
+)
+@click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary and results as JSON.")
 @store_options
 def run(
@@ -86,6 +141,13 @@ def run(
     allow_drift: bool,
     fail_under: float | None,
     resume: str | None,
+    baseline: str | None,
+    against: str | None,
+    budget_pct: float,
+    junit: Path | None,
+    summary_md: Path | None,
+    report_dir: Path,
+    no_report: bool,
     as_json: bool,
     db: Path | None,
     wait_s: float,
@@ -106,7 +168,18 @@ def run(
         allow_drift=allow_drift,
         resume=resume,
     )
+    if baseline is not None and against is not None:
+        raise UsageError("--baseline and --against both name a baseline; give one")
     store = open_store(db, wait_s)
+    baseline_id = None
+    if against is not None:
+        click.echo(f"running the suites at {against} for the baseline…", err=True)
+        baseline_id = run_against(
+            against,
+            [str(p) for p in paths],
+            _harness_args(trials, concurrency, filters, strict, allow_drift),
+            db=store.path,
+        )
     harness = Harness(store, options)
     total = harness.planned_trials(found.suites)
     if not found.suites:
@@ -117,10 +190,23 @@ def run(
         result = asyncio.run(harness.run(found.suites, [str(e) for e in found.errors]))
     store.flush()
     summary = result.summary
-    gate_failed = (
-        summary.pass_rate is not None and summary.pass_rate < fail_under
-        if fail_under is not None
-        else summary.failed > 0 or summary.errors > 0
+    comparison, gate_failed = _compare_and_gate(
+        store,
+        result,
+        baseline_id,
+        baseline,
+        budget_pct=budget_pct,
+        fail_under=fail_under,
+        quiet=as_json,
+    )
+    report = _write_outputs(
+        store,
+        result,
+        comparison,
+        gate_failed,
+        report_dir=None if no_report else report_dir,
+        junit=junit,
+        summary_md=summary_md,
     )
     if as_json:
         click.echo(
@@ -128,7 +214,10 @@ def run(
                 {
                     "eval_id": result.eval_id,
                     "store": str(store.path),
+                    "report": str(report) if report else None,
                     "summary": summary.as_dict(),
+                    "comparison": comparison.as_dict() if comparison is not None else None,
+                    "gate_failed": gate_failed,
                     "suite_errors": result.suite_errors,
                     "results": [_outcome(o) for o in result.outcomes],
                 },
@@ -138,11 +227,91 @@ def run(
         )
     else:
         click.echo(summary_text.render(result, store.path, fail_under=fail_under))
+        if comparison is not None:
+            click.echo("")
+            click.echo(comparison_text(comparison))
+        if report is not None:
+            click.echo(f"report: {report}")
     if found.errors or len(result.suite_errors) > len(found.errors):
         return EXIT_USAGE
     if summary.errors and fail_under is None:
         return EXIT_INFRA
     return EXIT_GATE if gate_failed else EXIT_OK
+
+
+def _compare_and_gate(
+    store: Any,
+    result: Any,
+    baseline_id: str | None,
+    baseline: str | None,
+    *,
+    budget_pct: float,
+    fail_under: float | None,
+    quiet: bool,
+) -> tuple[Any, bool]:
+    """Compare with the baseline when there is one; the gate follows from it, or from the eval."""
+    if baseline_id is None:
+        found = find_baseline(store, baseline, current_eval_id=result.eval_id)
+        baseline_id = found.eval_id
+        if baseline_id is None and baseline is not None and not quiet:
+            click.echo(found.note, err=True)
+    summary = result.summary
+    if baseline_id is not None:
+        comparison = compare_evals(
+            store, baseline_id, result.eval_id, budget_pct=budget_pct, fail_under=fail_under
+        )
+        return comparison, comparison.gate_failed
+    if fail_under is not None:
+        failed, _ = gate(None, fail_under=fail_under, current_pass_rate=summary.pass_rate)
+        return None, failed
+    # No baseline and no threshold: every counted case must pass.
+    return None, summary.failed > 0 or summary.errors > 0
+
+
+def _write_outputs(
+    store: Any,
+    result: Any,
+    comparison: Any,
+    gate_failed: bool,
+    *,
+    report_dir: Path | None,
+    junit: Path | None,
+    summary_md: Path | None,
+) -> Path | None:
+    """The HTML report, JUnit, Markdown summaries and GitHub annotations a CI job attaches."""
+    report = None
+    if report_dir is not None:
+        data = comparison.as_dict() if comparison is not None else None
+        report = write_report(store, result.eval_id, report_dir, comparison=data)
+    if junit is not None:
+        write_junit(junit, result.outcomes)
+    if summary_md is not None:
+        write_summary_md(summary_md, result, comparison, gate_failed=gate_failed)
+    append_github_step_summary(markdown_summary(result, comparison, gate_failed=gate_failed))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(result.outcomes, comparison):
+            click.echo(line)
+    return report
+
+
+def _harness_args(
+    trials: int | None,
+    concurrency: int,
+    filters: tuple[str, ...],
+    strict: bool,
+    allow_drift: bool,
+) -> list[str]:
+    """The flags that make the baseline run comparable with this one."""
+    args = ["--concurrency", str(concurrency)]
+    if trials is not None:
+        args += ["--trials", str(trials)]
+    for item in filters:
+        args += ["--filter", item]
+    if strict:
+        args.append("--strict")
+    if allow_drift:
+        args.append("--allow-drift")
+    return args
 
 
 def _outcome(outcome: TrialOutcome) -> dict[str, object]:

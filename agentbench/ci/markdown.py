@@ -1,0 +1,196 @@
+"""The eval as markdown for CI: a PR comment, `--summary-md`, or GitHub's step summary.
+
+Totals per suite, then (with a baseline) the pass-rate change with its interval and p-value,
+the gate's reasons and the changed cases by kind, then every failing case with its file, line
+and reasons. GitHub refuses a step summary over 1 MiB, so the document is kept under
+`MAX_SUMMARY_BYTES`: case lists are shortened (with a note saying how many were left out)
+until it fits, and as a last resort the text is cut at a line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentbench.evals.compare_text import (
+    as_data,
+    describe_divergence,
+    pct,
+    rate_line,
+    trials_text,
+)
+from agentbench.evals.stats import TrialOutcome
+
+MAX_SUMMARY_BYTES = 1_000_000  # GitHub's limit is 1 MiB (1,048,576 bytes) per step summary
+_LIST_LIMITS = (None, 500, 100, 20, 5, 0)
+_TITLES = (
+    ("newly_failing", "Newly failing"),
+    ("budget_regression", "Budget regressions"),
+    ("score_changed", "Score changes"),
+    ("flaky", "Flaky (reported, not gating)"),
+    ("newly_passing", "Newly passing"),
+    ("added", "Added"),
+    ("removed", "Removed"),
+)
+
+
+def cell(text: Any, limit: int = 300) -> str:
+    """Text safe inside a table cell: one line, pipes and angle brackets escaped."""
+    value = " ".join(str(text).split())
+    if len(value) > limit:
+        value = value[: limit - 1] + "…"
+    return value.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
+
+
+def _capped(rows: Sequence[str], limit: int | None, what: str) -> list[str]:
+    if limit is None or len(rows) <= limit:
+        return list(rows)
+    note = f"\n_… and {len(rows) - limit} more {what} (truncated to keep this summary under 1 MiB)_"
+    return [*rows[:limit], note]
+
+
+def _totals(run: Any) -> list[str]:
+    summary = run.summary
+    lines = [
+        "| suite | cases | passed | failed | xfail | skipped | pass rate |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for suite, numbers in summary.by_suite.items():
+        mine = [o for o in run.outcomes if o.suite == suite]
+        lines.append(
+            f"| {cell(suite)} | {len({o.case_id for o in mine})} "
+            f"| {sum(o.status == 'passed' for o in mine)} "
+            f"| {sum(o.status in ('failed', 'error') for o in mine)} "
+            f"| {sum(o.status in ('xfailed', 'xpassed') for o in mine)} "
+            f"| {sum(o.status == 'skipped' for o in mine)} | {pct(numbers['pass_rate'])} |"
+        )
+    cost = "—" if summary.cost_usd is None else f"${summary.cost_usd:.4f}"
+    lines.append("")
+    lines.append(
+        f"**Pass rate {pct(summary.pass_rate)}** · pass@{summary.k} {pct(summary.pass_at_k)} · "
+        f"pass^{summary.k} {pct(summary.pass_hat_k)} · tokens {summary.tokens:,} · cost {cost}"
+    )
+    return lines
+
+
+def _case_row(case: dict[str, Any]) -> str:
+    name = f"`{cell(case['suite'])}/{cell(case['case_id'])}`"
+    reasons = "<br>".join(cell(r) for r in case["reasons"][:3])
+    first = ""
+    if case["divergences"]:
+        first = cell(describe_divergence(case["divergences"][0], width=60))
+    return f"| {name} | {cell(trials_text(case))} | {reasons} | {first} |"
+
+
+def _comparison(data: dict[str, Any], limit: int | None) -> list[str]:
+    lines = ["", f"### Compared with `{cell(data['baseline_eval'])}`", "", rate_line(data), ""]
+    gate = data["gate"]
+    if gate["failed"]:
+        lines.append("**Regression gate failed:**")
+        lines.extend(_capped([f"- {cell(r, 600)}" for r in gate["reasons"]], limit, "reasons"))
+    else:
+        lines.append("Regression gate passed.")
+    for kind, title in _TITLES:
+        found = [c for c in data["cases"] if c["kind"] == kind]
+        if not found:
+            continue
+        lines += ["", f"#### {title} ({len(found)})", ""]
+        lines.append("| case | trials | reasons | first divergence |")
+        lines.append("| --- | --- | --- | --- |")
+        lines.extend(_capped([_case_row(c) for c in found], limit, "cases"))
+    unchanged = sum(c["kind"] == "unchanged" for c in data["cases"])
+    if unchanged:
+        lines += ["", f"{unchanged} case(s) unchanged."]
+    return lines
+
+
+def _failing(outcomes: Sequence[TrialOutcome], limit: int | None) -> list[str]:
+    failing = [o for o in outcomes if o.status in ("failed", "error")]
+    if not failing:
+        return []
+    rows = []
+    for outcome in failing:
+        reasons = [outcome.error] if outcome.status == "error" else outcome.reasons()
+        rows.append(
+            f"| `{cell(outcome.suite)}/{cell(outcome.case_id)}` | {outcome.trial} "
+            f"| {cell(outcome.source or '')} | {'<br>'.join(cell(r) for r in reasons if r)} |"
+        )
+    return [
+        "",
+        f"### Failing ({len(failing)})",
+        "",
+        "| case | trial | where | reasons |",
+        "| --- | ---: | --- | --- |",
+        *_capped(rows, limit, "failing trials"),
+    ]
+
+
+def _render(run: Any, data: dict[str, Any] | None, failed: bool, limit: int | None) -> str:
+    verdict = "❌ gate failed" if failed else "✅ passed"
+    summary = run.summary
+    lines = [
+        f"## agentbench: {verdict}",
+        "",
+        f"Eval `{cell(run.eval_id)}` · {summary.cases} cases · {summary.trials} trials"
+        + (f" · code `{cell(run.code_version)}`" if run.code_version else ""),
+        "",
+        *_totals(run),
+    ]
+    if data is not None:
+        lines += _comparison(data, limit)
+    lines += _failing(run.outcomes, limit)
+    for error in run.suite_errors:
+        lines.append(f"\n> suite error: {cell(error, 600)}")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_summary(
+    run: Any,
+    comparison: Any = None,
+    *,
+    gate_failed: bool | None = None,
+    max_bytes: int = MAX_SUMMARY_BYTES,
+) -> str:
+    """Markdown for an `EvalRun` (and its comparison), at most `max_bytes` of UTF-8.
+
+    `gate_failed` sets the heading's verdict; by default it is the comparison's gate, or,
+    without one, whether any trial failed.
+    """
+    data = as_data(comparison) if comparison is not None else None
+    if gate_failed is None:
+        gate_failed = (
+            data["gate"]["failed"]
+            if data is not None
+            else run.summary.failed + run.summary.errors > 0
+        )
+    text = ""
+    for limit in _LIST_LIMITS:
+        text = _render(run, data, gate_failed, limit)
+        if len(text.encode()) <= max_bytes:
+            return text
+    note = "\n\n_… summary cut to stay under the step summary size limit_\n"
+    budget = max_bytes - len(note.encode())
+    cut = text.encode()[:budget].decode(errors="ignore")
+    return cut[: cut.rfind("\n")] + note if "\n" in cut else cut + note
+
+
+def write_summary_md(
+    path: str | Path, run: Any, comparison: Any = None, *, gate_failed: bool | None = None
+) -> Path:
+    """Write `markdown_summary` to `path` (creating its folder); returns the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(markdown_summary(run, comparison, gate_failed=gate_failed), "utf-8")
+    return target
+
+
+def append_github_step_summary(markdown: str) -> Path | None:
+    """Append to `$GITHUB_STEP_SUMMARY` when GitHub Actions set it; the file, or None."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    with open(target, "a", encoding="utf-8") as handle:
+        handle.write(markdown if markdown.endswith("\n") else markdown + "\n")
+    return Path(target)

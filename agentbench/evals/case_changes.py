@@ -1,0 +1,222 @@
+"""How one case changed between two evals: its trials folded into one side each, then classified.
+
+A side is the case's trials in one eval: pass fraction over the counted trials (expected
+failures and skips do not count), mean score, and mean tokens, cost and latency over the trials
+that ran. The kind says what a reviewer should look at first: `newly_failing` (every counted
+trial passed before, none passes now), `newly_passing`, `flaky` (the trials of either eval
+disagree), `budget_regression` (tokens, cost or latency worse than the budget), `score_changed`,
+`added`, `removed` or `unchanged`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbench.evals.stats import TrialOutcome
+from agentbench.replay.diff import Divergence
+from agentbench.replay.trajectory import Step
+
+# The order cases are listed in: what breaks the build first, what did not change last.
+KIND_ORDER = (
+    "newly_failing",
+    "budget_regression",
+    "score_changed",
+    "flaky",
+    "newly_passing",
+    "added",
+    "removed",
+    "unchanged",
+)
+_SCORE_EPSILON = 1e-9
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+@dataclass
+class CaseSide:
+    """One case's trials in one eval, folded together."""
+
+    status: str  # passed | failed | error | flaky (trials disagree) | xfailed | xpassed | skipped
+    score: float | None
+    passed_trials: int
+    trials: int  # counted trials only
+    tokens: float | None
+    cost_usd: float | None
+    duration_ms: float | None
+    run_id: str | None  # the first failing trial's run, else the first trial's
+    reasons: list[str] = field(default_factory=list)
+    source: str | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        return self.passed_trials / self.trials if self.trials else None
+
+    @property
+    def flaky(self) -> bool:
+        return 0 < self.passed_trials < self.trials
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "score": self.score,
+            "passed_trials": self.passed_trials,
+            "trials": self.trials,
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+            "duration_ms": self.duration_ms,
+            "run_id": self.run_id,
+        }
+
+
+def fold(trials: Sequence[TrialOutcome]) -> CaseSide:
+    """One side of a case from its trial outcomes (any order)."""
+    ordered = sorted(trials, key=lambda o: o.trial)
+    counted = [o for o in ordered if o.counted]
+    ran = [o for o in ordered if o.status != "skipped"]
+    failing = [o for o in counted if not o.passed]
+    passed = len(counted) - len(failing)
+    if counted:
+        if not failing:
+            status = "passed"
+        elif passed:
+            status = "flaky"
+        else:
+            status = "error" if all(o.status == "error" for o in failing) else "failed"
+    else:
+        status = ordered[0].status if ordered else "skipped"
+    costs = [o.cost_usd for o in ran if o.cost_usd is not None]
+    reasons: list[str] = []
+    for outcome in failing:
+        for reason in [outcome.error] if outcome.status == "error" else outcome.reasons():
+            if reason and reason not in reasons:
+                reasons.append(reason)
+    representative = (failing or ordered or [None])[0]
+    return CaseSide(
+        status=status,
+        score=_mean([o.score for o in (counted or ran)]),
+        passed_trials=passed,
+        trials=len(counted),
+        tokens=_mean([float(o.tokens) for o in ran]),
+        cost_usd=_mean(costs),
+        duration_ms=_mean([o.duration_ms for o in ran]),
+        run_id=representative.run_id if representative else None,
+        reasons=reasons,
+        source=next((o.source for o in ordered if o.source), None),
+    )
+
+
+@dataclass
+class CaseChange:
+    """One case in a comparison."""
+
+    suite: str
+    case_id: str
+    kind: str
+    baseline: CaseSide | None
+    current: CaseSide | None
+    score_delta: float | None = None
+    reasons: list[str] = field(default_factory=list)
+    divergences: list[Divergence] = field(default_factory=list)
+    baseline_steps: list[Step] = field(default_factory=list)
+    current_steps: list[Step] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.suite}/{self.case_id}"
+
+    @property
+    def source(self) -> str | None:
+        side = self.current or self.baseline
+        return side.source if side else None
+
+    @property
+    def flaky(self) -> bool:
+        return any(side is not None and side.flaky for side in (self.baseline, self.current))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite,
+            "case_id": self.case_id,
+            "kind": self.kind,
+            "baseline": self.baseline.as_dict() if self.baseline else None,
+            "current": self.current.as_dict() if self.current else None,
+            "score_delta": self.score_delta,
+            "reasons": list(self.reasons),
+            "divergences": [d.as_dict() for d in self.divergences],
+            "steps": {
+                "baseline": [s.as_dict() for s in self.baseline_steps],
+                "current": [s.as_dict() for s in self.current_steps],
+            },
+        }
+
+
+def budget_regressions(
+    before: CaseSide, after: CaseSide, *, budget_pct: float, latency_floor_ms: float
+) -> list[str]:
+    """Sentences for each of tokens, cost and latency that grew by more than `budget_pct`."""
+    found = []
+    for label, old, new, floor, unit in (
+        ("tokens", before.tokens, after.tokens, 0.0, ""),
+        ("cost", before.cost_usd, after.cost_usd, 0.0, "$"),
+        ("latency", before.duration_ms, after.duration_ms, latency_floor_ms, " ms"),
+    ):
+        if old is None or new is None or new - old <= floor:
+            continue
+        if old <= 0:
+            found.append(f"{label} {_amount(old, unit)} → {_amount(new, unit)} (was zero)")
+        elif new > old * (1 + budget_pct / 100):
+            found.append(
+                f"{label} {_amount(old, unit)} → {_amount(new, unit)} "
+                f"(+{(new / old - 1) * 100:.0f}%, budget +{budget_pct:g}%)"
+            )
+    return found
+
+
+def _amount(value: float, unit: str) -> str:
+    if unit == "$":
+        return f"${value:.4f}"
+    return f"{value:,.0f}{unit}"
+
+
+def classify(
+    suite: str,
+    case_id: str,
+    before: CaseSide | None,
+    after: CaseSide | None,
+    *,
+    budget_pct: float,
+    latency_floor_ms: float,
+) -> CaseChange:
+    """The kind of change of one case (divergences and steps are filled in later)."""
+    if before is None or after is None:
+        kind = "added" if before is None else "removed"
+        reasons = list(after.reasons) if after is not None else []
+        return CaseChange(suite, case_id, kind, before, after, reasons=reasons)
+    delta = (
+        after.score - before.score if after.score is not None and before.score is not None else None
+    )
+    change = CaseChange(suite, case_id, "unchanged", before, after, delta, list(after.reasons))
+    old, new = before.fraction, after.fraction
+    budget = budget_regressions(
+        before, after, budget_pct=budget_pct, latency_floor_ms=latency_floor_ms
+    )
+    if old == 1.0 and new == 0.0:
+        change.kind = "newly_failing"
+    elif old == 0.0 and new == 1.0:
+        change.kind = "newly_passing"
+    elif change.flaky:
+        change.kind = "flaky"
+    elif budget:
+        change.kind = "budget_regression"
+        change.reasons.extend(budget)
+    elif delta is not None and abs(delta) > _SCORE_EPSILON:
+        change.kind = "score_changed"
+    return change
+
+
+def sort_key(change: CaseChange) -> tuple[int, str, str]:
+    return (KIND_ORDER.index(change.kind), change.suite, change.case_id)

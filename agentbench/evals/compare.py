@@ -1,0 +1,183 @@
+"""Compare two stored evals: per-case changes, the pass-rate delta with its uncertainty, the gate.
+
+`compare_evals(store, baseline, current)` reads both evals' results from the trace store, folds
+each case's trials into one side per eval (`case_changes`), classifies the change, aligns the
+stored trajectories of every changed case (so a newly failing case shows the first step where
+it behaved differently), and tests whether the pass rate dropped (`significance`). The
+`Comparison` is plain data: `as_dict()` is what the HTML report, the markdown summary and
+`agentbench diff --json` render.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbench.errors import AgentbenchError, UsageError
+from agentbench.evals import results_store
+from agentbench.evals.case_changes import CaseChange, CaseSide, classify, fold, sort_key
+from agentbench.evals.gate import gate
+from agentbench.evals.significance import (
+    CaseCounts,
+    bootstrap_delta_ci,
+    pooled_delta,
+    sign_test_p,
+)
+from agentbench.evals.stats import TrialOutcome
+from agentbench.replay.convert import stored_trajectory
+from agentbench.replay.diff import align
+from agentbench.replay.trajectory import Step
+
+SIGNIFICANCE_LEVEL = 0.05
+
+
+@dataclass
+class Comparison:
+    """Two evals compared; `as_dict()` has the shape every renderer reads."""
+
+    baseline_eval: str
+    current_eval: str
+    baseline_rate: float | None
+    current_rate: float | None
+    delta: float | None
+    ci95: tuple[float, float] | None
+    p_value: float | None
+    paired_cases: int  # cases with counted trials in both evals: what the test is over
+    cases: list[CaseChange] = field(default_factory=list)
+    gate_failed: bool = False
+    gate_reasons: list[str] = field(default_factory=list)
+
+    @property
+    def significant_drop(self) -> bool:
+        return (
+            self.p_value is not None
+            and self.p_value < SIGNIFICANCE_LEVEL
+            and self.delta is not None
+            and self.delta < 0
+        )
+
+    def of_kind(self, *kinds: str) -> list[CaseChange]:
+        return [c for c in self.cases if c.kind in kinds]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "baseline_eval": self.baseline_eval,
+            "current_eval": self.current_eval,
+            "pass_rate": {
+                "baseline": self.baseline_rate,
+                "current": self.current_rate,
+                "delta": self.delta,
+                "ci95": list(self.ci95) if self.ci95 is not None else None,
+            },
+            "p_value": self.p_value,
+            "significant_drop": self.significant_drop,
+            "gate": {"failed": self.gate_failed, "reasons": list(self.gate_reasons)},
+            "cases": [c.as_dict() for c in self.cases],
+        }
+
+
+def compare_evals(
+    store: Any,
+    baseline_eval_id: str,
+    current_eval_id: str,
+    *,
+    budget_pct: float = 20.0,
+    latency_floor_ms: float = 500.0,
+    fail_under: float | None = None,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Comparison:
+    """Compare `current_eval_id` with `baseline_eval_id`, both stored in `store`.
+
+    A latency increase counts against the budget only when it is also more than
+    `latency_floor_ms`: replayed cases on a shared two-core machine vary by a few hundred
+    milliseconds between identical runs. `fail_under` is passed on to the gate.
+    """
+    sides: dict[str, dict[tuple[str, str], CaseSide]] = {}
+    for eval_id in (baseline_eval_id, current_eval_id):
+        if not results_store.eval_exists(store, eval_id):
+            raise UsageError(f"no eval {eval_id!r} in {store.path}")
+        sides[eval_id] = _folded(results_store.stored_outcomes(store, eval_id).values())
+    before, after = sides[baseline_eval_id], sides[current_eval_id]
+    changes = [
+        classify(
+            suite,
+            case_id,
+            before.get((suite, case_id)),
+            after.get((suite, case_id)),
+            budget_pct=budget_pct,
+            latency_floor_ms=latency_floor_ms,
+        )
+        for suite, case_id in sorted(before.keys() | after.keys())
+    ]
+    for change in changes:
+        if change.kind != "unchanged":
+            _attach_trajectories(store, change)
+    changes.sort(key=sort_key)
+    counts = [_counts(c) for c in changes]
+    paired = [c for c in changes if _counted(c.baseline) and _counted(c.current)]
+    comparison = Comparison(
+        baseline_eval=baseline_eval_id,
+        current_eval=current_eval_id,
+        baseline_rate=_rate(c.baseline for c in changes),
+        current_rate=_rate(c.current for c in changes),
+        delta=pooled_delta(counts),
+        ci95=bootstrap_delta_ci(counts, resamples=resamples, seed=seed),
+        p_value=sign_test_p([_fraction_delta(c) for c in paired]) if paired else None,
+        paired_cases=len(paired),
+        cases=changes,
+    )
+    comparison.gate_failed, comparison.gate_reasons = gate(
+        comparison, fail_under=fail_under, current_pass_rate=comparison.current_rate
+    )
+    return comparison
+
+
+def _folded(outcomes: Iterable[TrialOutcome]) -> dict[tuple[str, str], CaseSide]:
+    by_case: dict[tuple[str, str], list[TrialOutcome]] = defaultdict(list)
+    for outcome in outcomes:
+        by_case[outcome.key].append(outcome)
+    return {key: fold(trials) for key, trials in by_case.items()}
+
+
+def _counted(side: CaseSide | None) -> bool:
+    return side is not None and side.trials > 0
+
+
+def _fraction_delta(change: CaseChange) -> float:
+    assert change.baseline is not None and change.current is not None
+    return (change.current.fraction or 0.0) - (change.baseline.fraction or 0.0)
+
+
+def _counts(change: CaseChange) -> CaseCounts:
+    base, cur = change.baseline, change.current
+    return CaseCounts(
+        base.passed_trials if base else 0,
+        base.trials if base else 0,
+        cur.passed_trials if cur else 0,
+        cur.trials if cur else 0,
+    )
+
+
+def _rate(sides: Iterable[CaseSide | None]) -> float | None:
+    present = [s for s in sides if s is not None]
+    trials = sum(s.trials for s in present)
+    return sum(s.passed_trials for s in present) / trials if trials else None
+
+
+def _trajectory(store: Any, side: CaseSide | None) -> list[Step]:
+    if side is None or side.run_id is None:
+        return []
+    try:
+        return stored_trajectory(store, side.run_id)
+    except AgentbenchError:
+        return []  # the run is not in this store (results imported without their traces)
+
+
+def _attach_trajectories(store: Any, change: CaseChange) -> None:
+    change.baseline_steps = _trajectory(store, change.baseline)
+    change.current_steps = _trajectory(store, change.current)
+    if change.baseline_steps and change.current_steps:
+        change.divergences = align(change.baseline_steps, change.current_steps)

@@ -1,0 +1,187 @@
+"""A comparison of two evals as plain text, for `agentbench diff EVAL_A EVAL_B` and CI logs.
+
+It reads the `Comparison.as_dict()` shape (so a comparison loaded from JSON renders the same):
+the pass rates with the delta, its 95% interval and the test's p-value, then newly failing
+cases with their reasons and first divergent step, then the other kinds, then the gate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentbench.replay.diff import Divergence
+from agentbench.replay.drift import Change
+
+MAX_LISTED = 20  # cases listed per kind; the rest are counted
+# Budget sentences ("tokens 1,000 → 1,500 (+50%, …)"); scorer reasons read "token_budget: …".
+BUDGET_PREFIXES = ("tokens ", "cost ", "latency ")
+
+
+def as_data(comparison: Any) -> dict[str, Any]:
+    """The dict shape of a `Comparison` (or the dict itself)."""
+    return comparison.as_dict() if hasattr(comparison, "as_dict") else comparison
+
+
+def divergence_from_dict(data: dict[str, Any]) -> Divergence:
+    return Divergence(
+        data["class"],
+        data["position"],
+        data["agent"],
+        data["step"],
+        data["label"],
+        data.get("old"),
+        data.get("new"),
+        [Change(**c) for c in data.get("changes", ())],
+    )
+
+
+def value_changes(old: Any, new: Any, path: str = "") -> list[Change]:
+    """Where two JSON values differ, by path (`result.alerts[0].message`)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found: list[Change] = []
+        for key in [*old, *(k for k in new if k not in old)]:
+            where = f"{path}.{key}" if path else str(key)
+            if key not in old:
+                found.append(Change(where, "added", new=new[key]))
+            elif key not in new:
+                found.append(Change(where, "removed", old=old[key]))
+            else:
+                found.extend(value_changes(old[key], new[key], where))
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [
+            c
+            for i, (a, b) in enumerate(zip(old, new, strict=True))
+            for c in value_changes(a, b, f"{path}[{i}]")
+        ]
+    if old != new or type(old) is not type(new):
+        return [Change(path or "(value)", "changed", old, new)]
+    return []
+
+
+def describe_divergence(data: dict[str, Any], width: int = 76) -> str:
+    """A divergence, naming the changed fields when both sides are JSON objects or lists."""
+    divergence = divergence_from_dict(data)
+    if not divergence.changes and isinstance(divergence.old, dict | list):
+        changes = value_changes(divergence.old, divergence.new)
+        if changes:  # both sides structured: name the fields instead of two cut-off dumps
+            divergence.changes = changes
+    return divergence.describe(width)
+
+
+def pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def points(value: float) -> str:
+    return f"{value * 100:+.1f}".replace("-", "−")
+
+
+def rate_line(data: dict[str, Any]) -> str:
+    """`pass rate 100.0% → 97.7% (−2.3 points, 95% CI [−6.8, +0.0]; p = 0.5)`."""
+    rate = data["pass_rate"]
+    line = f"pass rate {pct(rate['baseline'])} → {pct(rate['current'])}"
+    details = []
+    if rate["delta"] is not None:
+        details.append(f"{points(rate['delta'])} points")
+    if rate["ci95"] is not None:
+        low, high = rate["ci95"]
+        details.append(f"95% CI [{points(low)}, {points(high)}]")
+    if data["p_value"] is not None:
+        details.append(f"sign test p = {data['p_value']:.3g}")
+    if data["significant_drop"]:
+        details.append("a significant drop")
+    return line + (f" ({'; '.join(details)})" if details else "")
+
+
+def trials_text(case: dict[str, Any]) -> str:
+    """`passed 1/1 → 0/1 trials, score 1.00 → 0.50`; uncounted sides show their status."""
+    sides = [case["baseline"], case["current"]]
+    if all(side and side["trials"] for side in sides):
+        text = "passed " + " → ".join(f"{s['passed_trials']}/{s['trials']}" for s in sides)
+        text += " trials"
+    else:  # added, removed, or only expected failures / skips (never counted)
+        text = " → ".join(_side_text(side) for side in sides)
+    before, after = sides
+    if before and after and before["score"] is not None and after["score"] is not None:
+        text += f", score {before['score']:.2f} → {after['score']:.2f}"
+    return text
+
+
+def _side_text(side: dict[str, Any] | None) -> str:
+    if not side:
+        return "—"
+    if side["trials"]:
+        return f"passed {side['passed_trials']}/{side['trials']}"
+    return side["status"]
+
+
+def _name(case: dict[str, Any]) -> str:
+    return f"{case['suite']}/{case['case_id']}"
+
+
+def _indent(text: str, prefix: str) -> str:
+    return prefix + text.replace("\n", "\n" + prefix)
+
+
+def _detailed(case: dict[str, Any]) -> list[str]:
+    lines = [f"  {_name(case)}: {trials_text(case)}"]
+    lines.extend(f"    - {reason}" for reason in case["reasons"][:5])
+    if case["divergences"]:
+        first = describe_divergence(case["divergences"][0])
+        lines.append(_indent(f"first divergence — {first}", "    "))
+    return lines
+
+
+_SECTIONS = (
+    ("newly_failing", "newly failing"),
+    ("budget_regression", "budget regressions"),
+    ("score_changed", "score changes"),
+    ("flaky", "flaky (reported, not gating)"),
+    ("newly_passing", "newly passing"),
+    ("added", "added"),
+    ("removed", "removed"),
+)
+
+
+def comparison_text(comparison: Any) -> str:
+    """The comparison as a one-screen text report (ends with the gate's verdict)."""
+    data = as_data(comparison)
+    cases = data["cases"]
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for case in cases:
+        by_kind.setdefault(case["kind"], []).append(case)
+    lines = [
+        f"compare {data['baseline_eval']} → {data['current_eval']}: {len(cases)} cases",
+        rate_line(data),
+    ]
+    for kind, title in _SECTIONS:
+        found = by_kind.get(kind, [])
+        if not found:
+            continue
+        lines.append("")
+        lines.append(f"{title} ({len(found)}):")
+        for case in found[:MAX_LISTED]:
+            if kind in ("newly_failing", "flaky"):
+                lines.extend(_detailed(case))
+            elif kind == "budget_regression":
+                budget = [r for r in case["reasons"] if r.startswith(BUDGET_PREFIXES)]
+                lines.append(f"  {_name(case)}: {'; '.join(budget)}")
+            else:
+                lines.append(f"  {_name(case)}: {trials_text(case)}")
+        if len(found) > MAX_LISTED:
+            lines.append(f"  … and {len(found) - MAX_LISTED} more")
+    unchanged = len(by_kind.get("unchanged", []))
+    if unchanged:
+        lines.append("")
+        lines.append(f"unchanged: {unchanged} case(s)")
+    lines.append("")
+    gate = data["gate"]
+    if gate["failed"]:
+        lines.append("gate: FAILED")
+        lines.extend(f"  - {reason}" for reason in gate["reasons"][:MAX_LISTED])
+        if len(gate["reasons"]) > MAX_LISTED:
+            lines.append(f"  … and {len(gate['reasons']) - MAX_LISTED} more")
+    else:
+        lines.append("gate: passed (no regression)")
+    return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""The regression gate: should this eval fail the build, and why (in sentences naming cases).
+
+Three things fail it: the pass rate is under `--fail-under`; a case that passed in the baseline
+fails now (unless its trials disagree — a flaky case is reported, never gating, so one unlucky
+trial does not block a merge); or the pass rate dropped significantly (sign test p < 0.05).
+Budget regressions, score changes and cases that were already failing are reported elsewhere
+and do not gate here; `agentbench run` without a baseline keeps its own rule (any failure).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentbench.evals.compare import Comparison
+
+
+REASON_CHARS = 160  # a gate reason quotes the case's first failing reason, cut to this
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def _points(value: float) -> str:
+    return f"{value * 100:+.1f}".replace("-", "−")
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+
+
+def gate(
+    comparison: Comparison | None,
+    *,
+    fail_under: float | None,
+    current_pass_rate: float | None = None,
+) -> tuple[bool, list[str]]:
+    """(failed, reasons). `current_pass_rate` defaults to the comparison's current rate."""
+    reasons: list[str] = []
+    rate = current_pass_rate
+    if rate is None and comparison is not None:
+        rate = comparison.current_rate
+    if fail_under is not None and rate is not None and rate < fail_under:
+        reasons.append(f"The pass rate {_pct(rate)} is under the required {_pct(fail_under)}.")
+    if comparison is None:
+        return bool(reasons), reasons
+    for change in comparison.of_kind("newly_failing"):
+        why = f": {_clip(change.reasons[0])}" if change.reasons else ""
+        where = f" ({change.source})" if change.source else ""
+        sentence = f"{change.name}{where} passed in the baseline and fails now{why}"
+        reasons.append(sentence if sentence.endswith(("…", ".")) else sentence + ".")
+    if comparison.significant_drop:
+        low, high = comparison.ci95 or (None, None)
+        interval = (
+            f", 95% CI [{_points(low)}, {_points(high)}] points"
+            if low is not None and high is not None
+            else ""
+        )
+        assert comparison.delta is not None and comparison.p_value is not None
+        reasons.append(
+            f"The pass rate dropped significantly, {_pct(comparison.baseline_rate)} → "
+            f"{_pct(comparison.current_rate)} ({_points(comparison.delta)} points{interval}; "
+            f"sign test p = {comparison.p_value:.3g} over {comparison.paired_cases} paired cases)."
+        )
+    return bool(reasons), reasons

@@ -1,0 +1,141 @@
+"""Render and write HTML reports: one self-contained file per eval, and the diff of two evals.
+
+Every template is rendered with autoescaping on and undefined names as errors, so model and
+tool text can only ever appear as text. The CSS and JS live beside the templates and are
+inlined; the Content-Security-Policy allows exactly those two by hash and nothing from
+anywhere else, so the file works offline and an injected tag could not run.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from agentbench._version import __version__
+from agentbench.report.comparison import comparison_view
+from agentbench.report.embed import content_security_policy
+from agentbench.report.loading import load_eval
+from agentbench.report.page import eval_context
+
+_PACKAGE = "agentbench.report"
+
+
+def _pct(value: float | None, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:+.1%}" if signed else f"{value:.1%}"
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f} ms"
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.{digits}f}"
+
+
+def _usd(value: float | None) -> str:
+    return "—" if value is None else f"${value:,.4f}"
+
+
+def _when(value: datetime | None) -> str:
+    return "—" if value is None else value.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+
+
+@cache
+def environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader(_PACKAGE, "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(pct=_pct, ms=_ms, num=_num, usd=_usd, when=_when)
+    return env
+
+
+@cache
+def _assets() -> tuple[str, str]:
+    folder = resources.files(_PACKAGE) / "templates"
+    css = (folder / "report.css").read_text(encoding="utf-8")
+    js = (folder / "report.js").read_text(encoding="utf-8")
+    if "</" in js or "</" in css:  # would end the inline <script>/<style> early
+        raise ValueError("report.js and report.css must not contain '</'")
+    return css, js
+
+
+def _page(template: str, **context: Any) -> str:
+    css, js = _assets()
+    return (
+        environment()
+        .get_template(template)
+        .render(
+            css=Markup(css),
+            js=Markup(js),
+            csp=content_security_policy([css], [js]),
+            version=__version__,
+            **context,
+        )
+    )
+
+
+def render_report(store: Any, eval_id: str, *, comparison: dict[str, Any] | None = None) -> str:
+    """The HTML of one eval's report (with a baseline comparison section if given)."""
+    data = load_eval(store, eval_id)
+    return _page(
+        "report.html.j2",
+        comparison=comparison_view(comparison) if comparison is not None else None,
+        **eval_context(data),
+    )
+
+
+def write_report(
+    store: Any,
+    eval_id: str,
+    out_dir: Path = Path("reports"),
+    *,
+    comparison: dict[str, Any] | None = None,
+) -> Path:
+    """Write `<out_dir>/<eval_id>/index.html`; returns its path."""
+    html = render_report(store, eval_id, comparison=comparison)
+    return _write(Path(out_dir) / _safe_name(eval_id), html)
+
+
+def render_diff_report(comparison: dict[str, Any]) -> str:
+    """The HTML of a comparison alone (`agentbench diff EVAL_A EVAL_B`)."""
+    return _page("diff.html.j2", comparison=comparison_view(comparison))
+
+
+def write_diff_report(
+    store: Any, comparison: dict[str, Any], out_dir: Path = Path("reports")
+) -> Path:
+    """Write `<out_dir>/diff-<baseline>-<current>/index.html`; returns its path.
+
+    `store` is taken for symmetry with `write_report`: the comparison already holds what the
+    page shows.
+    """
+    del store
+    folder = f"diff-{comparison['baseline_eval']}-{comparison['current_eval']}"
+    return _write(Path(out_dir) / _safe_name(folder), render_diff_report(comparison))
+
+
+def _safe_name(name: str) -> str:
+    # Eval ids are ours, but a folder name must never climb out of out_dir.
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).lstrip(".") or "diff"
+
+
+def _write(folder: Path, html: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "index.html"
+    path.write_text(html, encoding="utf-8")
+    return path

@@ -1,0 +1,150 @@
+"""What a report page shows, computed from a loaded eval: numbers, charts, rows, details.
+
+The template only lays these out. Case rows and each row's detail — input, expectations,
+output, trace timeline — travel as JSON that the page's script turns into DOM: rows a page
+at a time (filters apply to all of them), a detail when its row is first expanded.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agentbench.evals.stats import Summary, TrialOutcome, summarize
+from agentbench.report.charts import Chart, histogram, rate_bars
+from agentbench.report.embed import script_json
+from agentbench.report.loading import EvalData
+from agentbench.report.timeline import trial_detail
+
+STATUSES = ("passed", "failed", "error", "xfailed", "xpassed", "skipped")
+# Rows the page puts in the table at a time ("show more" adds as many again): the browser
+# parses and lays out a table row in about half a millisecond, so 2,000 rows at once would
+# cost a second before anything shows.
+PAGE_SIZE = 200
+
+
+@dataclass
+class CaseRow:
+    index: int
+    suite: str
+    case_id: str
+    trial: int
+    status: str
+    score: float | None
+    tokens: int
+    duration_ms: float
+    tags: list[str]
+    source: str | None
+
+
+@dataclass
+class SuiteLine:
+    name: str
+    cases: int
+    trials: int
+    passed: int
+    pass_rate: float | None
+    mean_score: float | None
+    tokens: int
+
+
+def eval_context(data: EvalData) -> dict[str, Any]:
+    outcomes = data.outcomes
+    summary = summarize(outcomes)
+    rows = _rows(data)
+    return {
+        "eval": data,
+        "summary": summary,
+        "counts": _counts(outcomes),
+        "suites": _suites(outcomes, summary),
+        "charts": _charts(outcomes, summary),
+        "rows": rows,
+        "rows_json": script_json([asdict(row) for row in rows]),
+        "page_size": PAGE_SIZE,
+        # One JSON array, parsed on the first expansion: a script element per case would cost
+        # the browser's parser more than the whole table (measured: ~1 s at 2,000 cases).
+        "details": script_json(
+            [
+                trial_detail(o, data.runs.get((o.suite, o.case_id, o.trial), []))
+                for o in data.outcomes
+            ]
+        ),
+        "statuses": [s for s in STATUSES if any(o.status == s for o in outcomes)],
+        "suite_names": sorted({o.suite for o in outcomes}),
+        "tags": sorted({t for o in outcomes for t in o.tags}),
+        "duration_s": (
+            (data.finished_at - data.started_at).total_seconds()
+            if data.finished_at and data.started_at
+            else None
+        ),
+    }
+
+
+def _counts(outcomes: list[TrialOutcome]) -> dict[str, int]:
+    found = Counter(o.status for o in outcomes)
+    return {status: found.get(status, 0) for status in STATUSES}
+
+
+def _suites(outcomes: list[TrialOutcome], summary: Summary) -> list[SuiteLine]:
+    by_suite: dict[str, list[TrialOutcome]] = defaultdict(list)
+    for outcome in outcomes:
+        by_suite[outcome.suite].append(outcome)
+    lines = []
+    for name, mine in sorted(by_suite.items()):
+        scored = [o.score for o in mine if o.counted and o.score is not None]
+        numbers = summary.by_suite.get(name, {})
+        lines.append(
+            SuiteLine(
+                name=name,
+                cases=len({o.case_id for o in mine}),
+                trials=len(mine),
+                passed=sum(o.passed for o in mine),
+                pass_rate=numbers.get("pass_rate"),
+                mean_score=sum(scored) / len(scored) if scored else None,
+                tokens=sum(o.tokens for o in mine),
+            )
+        )
+    return lines
+
+
+def _charts(outcomes: list[TrialOutcome], summary: Summary) -> list[Chart]:
+    ran = [o for o in outcomes if o.status != "skipped"]
+    return [
+        histogram(
+            "scores",
+            "Score distribution",
+            [o.score for o in ran if o.score is not None],
+            low=0.0,
+            high=1.0,
+        ),
+        histogram(
+            "latency", "Latency per trial", [o.duration_ms for o in ran], unit=" ms", low=0.0
+        ),
+        histogram("tokens", "Tokens per trial", [float(o.tokens) for o in ran], low=0.0),
+        rate_bars(
+            "suites",
+            "Pass rate by suite",
+            {name: numbers.get("pass_rate") for name, numbers in summary.by_suite.items()},
+        ),
+    ]
+
+
+def _rows(data: EvalData) -> list[CaseRow]:
+    rows = []
+    for index, outcome in enumerate(data.outcomes):
+        rows.append(
+            CaseRow(
+                index=index,
+                suite=outcome.suite,
+                case_id=outcome.case_id,
+                trial=outcome.trial,
+                status=outcome.status,
+                score=outcome.score,
+                tokens=outcome.tokens,
+                duration_ms=outcome.duration_ms,
+                tags=list(outcome.tags),
+                source=outcome.source,
+            )
+        )
+    return rows

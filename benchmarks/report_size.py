@@ -1,0 +1,164 @@
+"""HTML report weight and speed: a 2,000-case eval against a 200-case baseline.
+
+    python benchmarks/report_size.py [--cases 2000] [--baseline 200]
+
+Both evals are real: every case is a run of a small tool-calling agent (model call, tool call,
+final answer) through `Runner` into a `TraceStore`, scored trials written with
+`results_store`. For each eval it prints the report's bytes, the seconds `render_report`
+takes (reading the store included), and — when Chromium and chromium-driver are installed —
+the page's open time in headless Chromium (navigation start to the load event) and how long
+expanding one case takes. The ratios against the baseline should stay near the case ratio
+(linear) for bytes and rendering, and well under it for opening, since case details are JSON
+built into DOM only on expansion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agentbench import Agent, Runner, ScriptedModel, ToolCall, tool
+from agentbench.evals import results_store
+from agentbench.evals.harness import EvalRun, HarnessOptions
+from agentbench.evals.stats import TrialOutcome
+from agentbench.report import render_report, write_report
+from agentbench.trace.store import TraceStore
+
+SUITES = ("billing", "search", "support", "sql")
+
+
+@tool(effect="read_only")
+def lookup(order_id: str) -> dict[str, Any]:
+    """Status of an order.
+
+    Args:
+        order_id: The order id.
+    """
+    return {"order_id": order_id, "status": "shipped", "note": "left at the door " * 8}
+
+
+AGENT = Agent(name="orders", instructions="Answer questions about orders.", tools=[lookup])
+
+
+async def record(store: TraceStore, eval_id: str, cases: int) -> None:
+    run = EvalRun(eval_id, code_version="benchmark")
+    suites = [SuiteStub(name) for name in SUITES]
+    results_store.start_eval(store, run, suites, HarnessOptions())
+    for index in range(cases):
+        case_id = f"case-{index:05d}"
+        labelled = store.with_labels(eval_id=eval_id, case_id=case_id, trial=1)
+        model = ScriptedModel(
+            [ToolCall("lookup", {"order_id": f"A{index}"}), f"Order A{index} has shipped."]
+        )
+        result = await Runner.run(AGENT, f"Where is order A{index}?", model=model, store=labelled)
+        passed = index % 7 != 0
+        outcome = TrialOutcome(
+            suite=SUITES[index % len(SUITES)],
+            case_id=case_id,
+            trial=1,
+            status="passed" if passed else "failed",
+            score=1.0 if passed else 0.5,
+            scores=[
+                {"name": "output_contains", "value": 1.0, "passed": True, "reason": "found"},
+                {"name": "tool_called", "value": float(passed), "passed": passed, "reason": "-"},
+            ],
+            run_id=result.run_id,
+            duration_ms=50.0 + index % 300,
+            tokens=result.usage.total_tokens,
+            tags=["smoke"] if index % 3 == 0 else ["regression"],
+            source=f"golden/cases.yaml:{index + 1}",
+        )
+        run.outcomes.append(outcome)
+    # One batch, as the harness's ResultWriter does: a write transaction per trial would
+    # measure the store's lock, not the report.
+    results_store.store_outcomes(store, eval_id, run.outcomes)
+    store.flush()
+    results_store.finish_eval(store, run)
+
+
+class SuiteStub:
+    """What `start_eval` reads of a suite: its name, folder and model."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.path, self.model = name, Path("golden") / name, None
+
+
+def open_times(path: Path) -> tuple[float, float] | None:
+    """(seconds to the load event, seconds to expand one case) in headless Chromium."""
+    browser, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (browser and driver_path):
+        return None
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tempfile.mkdtemp()}")
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
+    try:
+        driver.get(path.as_uri())
+        load_ms = driver.execute_script(
+            "const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd;"
+        )
+        button = driver.find_element(By.CSS_SELECTOR, "#row-0 button.expand")
+        started = time.perf_counter()
+        button.click()
+        driver.find_element(By.ID, "detail-0")
+        return load_ms / 1000, time.perf_counter() - started
+    finally:
+        driver.quit()
+
+
+def measure(store: TraceStore, eval_id: str, out: Path) -> dict[str, Any]:
+    started = time.perf_counter()
+    render_report(store, eval_id)
+    render_s = time.perf_counter() - started
+    path = write_report(store, eval_id, out)
+    return {"bytes": path.stat().st_size, "render_s": render_s, "open": open_times(path)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=2000)
+    parser.add_argument("--baseline", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        store = TraceStore(Path(folder) / "traces.duckdb")
+        results = {}
+        for cases in (args.baseline, args.cases):
+            started = time.perf_counter()
+            asyncio.run(record(store, f"eval_{cases}", cases))
+            print(f"recorded {cases:,} cases in {time.perf_counter() - started:.1f} s")
+            results[cases] = measure(store, f"eval_{cases}", Path(folder) / "reports")
+        store.close()
+    base, big = results[args.baseline], results[args.cases]
+    header = ("cases", 7), ("bytes", 12), ("bytes/case", 11), ("render s", 9), ("open s", 7)
+    print("\n" + " ".join(f"{name:>{width}}" for name, width in header) + f" {'expand s':>9}")
+    for cases, r in results.items():
+        opened = r["open"]
+        load, expand = (f"{opened[0]:.3f}", f"{opened[1]:.3f}") if opened else ("—", "—")
+        print(
+            f"{cases:>7,} {r['bytes']:>12,} {r['bytes'] / cases:>11,.0f} "
+            f"{r['render_s']:>9.3f} {load:>7} {expand:>9}"
+        )
+    ratio = args.cases / args.baseline
+    print(f"\nagainst the {args.baseline:,}-case baseline ({ratio:.0f}x the cases):")
+    print(f"  bytes  {big['bytes'] / base['bytes']:.1f}x")
+    print(f"  render {big['render_s'] / base['render_s']:.1f}x")
+    if base["open"] and big["open"]:
+        print(f"  open   {big['open'][0] / base['open'][0]:.1f}x")
+        print(f"  expand {big['open'][1] / base['open'][1]:.1f}x")
+    else:
+        print("  open   (not measured: chromium / chromium-driver not installed)")
+
+
+if __name__ == "__main__":
+    main()

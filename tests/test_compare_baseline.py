@@ -1,0 +1,143 @@
+"""Baseline resolution: EVAL_ID, latest, git:REF and the merge-base default, in a tmp git repo."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agentbench.errors import UsageError
+from agentbench.evals.baseline import find_baseline, resolve_baseline
+from agentbench.trace.store import TraceStore
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def commit(repo: Path, message: str) -> str:
+    (repo / "file.txt").write_text(message)
+    git(repo, "add", "file.txt")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> dict[str, object]:
+    """main: a0 -> a1; feature (checked out): a1 -> b."""
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    git(folder, "init", "-q", "-b", "main")
+    a0 = commit(folder, "a0")
+    a1 = commit(folder, "a1")
+    git(folder, "checkout", "-q", "-b", "feature")
+    b = commit(folder, "b")
+    return {"path": folder, "a0": a0, "a1": a1, "b": b}
+
+
+def add_eval(
+    store: TraceStore,
+    eval_id: str,
+    version: str | None,
+    minutes: int,
+    *,
+    status: str = "finished",
+    suite: str = "sre,brakes",
+) -> None:
+    with store.writing() as conn:
+        conn.execute(
+            "INSERT INTO evals (eval_id, suite, started_at, status, code_version) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [eval_id, suite, T0 + timedelta(minutes=minutes), status, version],
+        )
+
+
+@pytest.fixture
+def store(tmp_path: Path, repo: dict[str, object]) -> TraceStore:
+    store = TraceStore(tmp_path / "evals.duckdb")
+    a0, a1, b = repo["a0"], repo["a1"], repo["b"]
+    add_eval(store, "eval_a0", a0, 1)
+    add_eval(store, "eval_a1_dirty", f"{a1}+dirty", 3)
+    add_eval(store, "eval_a1_clean", a1, 2)
+    add_eval(store, "eval_other_suite", a1, 4, suite="sql_analyst")
+    add_eval(store, "eval_b_running", b, 5, status="running")
+    add_eval(store, "eval_current", f"{b}+dirty", 6)
+    return store
+
+
+def test_explicit_eval_id(store: TraceStore, repo) -> None:
+    assert resolve_baseline(store, "eval_a0", current_eval_id="eval_current") == "eval_a0"
+    with pytest.raises(UsageError, match="'eval_nope': no such eval"):
+        resolve_baseline(store, "eval_nope", current_eval_id="eval_current")
+    with pytest.raises(UsageError, match="that is the current eval"):
+        resolve_baseline(store, "eval_current", current_eval_id="eval_current")
+
+
+def test_latest_is_the_newest_finished_eval_of_the_same_suites(store: TraceStore) -> None:
+    # eval_b_running is newer but unfinished; eval_other_suite ran other suites
+    assert resolve_baseline(store, "latest", current_eval_id="eval_current") == "eval_a1_dirty"
+    empty = TraceStore(store.path.parent / "empty.duckdb")
+    found = find_baseline(empty, "latest", current_eval_id="eval_x")
+    assert found.eval_id is None and found.note.startswith("no baseline")
+
+
+def test_git_ref_takes_the_newest_eval_of_that_commit_dirty_or_not(store: TraceStore, repo):
+    path = repo["path"]
+    assert (
+        resolve_baseline(store, "git:main", current_eval_id="eval_current", repo=path)
+        == "eval_a1_dirty"
+    )
+    assert (
+        resolve_baseline(store, "git:HEAD~2", current_eval_id="eval_current", repo=path)
+        == "eval_a0"
+    )
+    # a real commit that was never evaluated (finished): no baseline, and a note saying so
+    found = find_baseline(store, "git:feature", current_eval_id="eval_current", repo=path)
+    assert found.eval_id is None and f"no finished eval of feature ({repo['b'][:12]})" in found.note
+    with pytest.raises(UsageError, match="git:no-such-branch: no such commit"):
+        resolve_baseline(store, "git:no-such-branch", current_eval_id="eval_current", repo=path)
+
+
+def test_default_is_the_clean_eval_of_the_merge_base(store: TraceStore, repo) -> None:
+    found = find_baseline(store, None, current_eval_id="eval_current", repo=repo["path"])
+    assert found.eval_id == "eval_a1_clean"  # clean beats a newer dirty eval of the same commit
+    assert f"merge-base with main {repo['a1'][:12]}" in found.note
+
+
+def test_default_walks_back_to_an_evaluated_ancestor(tmp_path: Path, repo) -> None:
+    store = TraceStore(tmp_path / "walk.duckdb")
+    add_eval(store, "eval_a0", repo["a0"], 1)
+    add_eval(store, "eval_current", repo["b"], 2)
+    found = find_baseline(store, None, current_eval_id="eval_current", repo=repo["path"])
+    assert found.eval_id == "eval_a0" and "1 commit(s) before it" in found.note
+
+
+def test_default_prefers_origin_main(tmp_path: Path, repo, store: TraceStore) -> None:
+    path = repo["path"]
+    git(path, "update-ref", "refs/remotes/origin/main", repo["a0"])
+    found = find_baseline(store, None, current_eval_id="eval_current", repo=path)
+    assert found.eval_id == "eval_a0" and "merge-base with origin/main" in found.note
+
+
+def test_default_without_git_or_without_main(tmp_path: Path, repo, store: TraceStore) -> None:
+    plain = tmp_path / "not-a-repo"
+    plain.mkdir()
+    found = find_baseline(store, None, current_eval_id="eval_current", repo=plain)
+    assert found.eval_id is None and "not a git checkout" in found.note
+    with pytest.raises(UsageError, match="not a git checkout"):
+        resolve_baseline(store, "git:main", current_eval_id="eval_current", repo=plain)
+    path = repo["path"]
+    git(path, "branch", "-q", "-m", "main", "trunk")  # no main: HEAD itself, then its ancestors
+    found = find_baseline(store, None, current_eval_id="eval_current", repo=path)
+    assert found.eval_id == "eval_a1_clean" and "(HEAD " in found.note
