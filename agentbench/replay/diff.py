@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from agentbench.replay.drift import Change
+from agentbench.replay.drift import Change, around_difference
 from agentbench.replay.trajectory import Step
 
 DIVERGENCE_CLASSES = (
@@ -57,7 +57,9 @@ class Divergence:
             return head + "\n" + "\n".join(f"    {line}" for line in lines)
         if self.cls in ("extra_step", "missing_step"):
             return head
-        return f"{head}\n    {_short(self.old, width)} → {_short(self.new, width)}"
+        # Both sides cut around where they first differ, so the change itself shows.
+        old, new = around_difference(_dump(self.old), _dump(self.new), width)
+        return f"{head}\n    {old[1:-1]} → {new[1:-1]}"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -72,9 +74,8 @@ class Divergence:
         }
 
 
-def _short(value: Any, width: int) -> str:
-    text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _dump(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def _classify(old: Step, new: Step, position: int) -> Divergence | None:

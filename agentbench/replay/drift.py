@@ -37,7 +37,7 @@ class Change:
         if self.kind == "removed":
             return f"{self.path}: removed {_short(self.old, width)}"
         if isinstance(self.old, str) and isinstance(self.new, str):
-            old, new = _around_difference(self.old, self.new, width)
+            old, new = around_difference(self.old, self.new, width)
             return f"{self.path}: {old} → {new}"
         return f"{self.path}: {_short(self.old, width)} → {_short(self.new, width)}"
 
@@ -51,7 +51,7 @@ def _short(value: Any, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _around_difference(old: str, new: str, width: int) -> tuple[str, str]:
+def around_difference(old: str, new: str, width: int) -> tuple[str, str]:
     """Both strings cut to a window around where they first differ, so the change shows."""
     start = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), None)
     if start is None:
