@@ -253,3 +253,10 @@ def test_baseline_gate_names_regressions_and_writes_ci_outputs(
     assert "mini/oslo" in markdown.read_text()
     report = next((tmp_path / "reports").glob("*/index.html")).read_text()
     assert "Compared with baseline" in report
+    # Only the prompt changed: the drifted request is where the runs diverged.
+    assert run(str(recorded), "--baseline", baseline, "--json", db=db) == 1
+    comparison = orjson.loads(capsys.readouterr().out)["comparison"]
+    paris = next(c for c in comparison["cases"] if c["case_id"] == "paris")
+    first = paris["divergences"][0]
+    assert (first["class"], first["step"], first["agent"]) == ("request_drift", 1, "weather")
+    assert first["changes"][0]["path"] == "messages[0].content"

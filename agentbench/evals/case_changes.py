@@ -50,6 +50,7 @@ class CaseSide:
     run_id: str | None  # the first failing trial's run, else the first trial's
     reasons: list[str] = field(default_factory=list)
     source: str | None = None
+    drifts: list[dict[str, Any]] = field(default_factory=list)  # the failing trial's request drift
 
     @property
     def fraction(self) -> float | None:
@@ -95,6 +96,12 @@ def fold(trials: Sequence[TrialOutcome]) -> CaseSide:
             if reason and reason not in reasons:
                 reasons.append(reason)
     representative = (failing or ordered or [None])[0]
+    drifts = [
+        drift
+        for score in (representative.scores if representative else [])
+        if score.get("name") == "request_drift"
+        for drift in score.get("drifts", ())
+    ]
     return CaseSide(
         status=status,
         score=_mean([o.score for o in (counted or ran)]),
@@ -106,6 +113,7 @@ def fold(trials: Sequence[TrialOutcome]) -> CaseSide:
         run_id=representative.run_id if representative else None,
         reasons=reasons,
         source=next((o.source for o in ordered if o.source), None),
+        drifts=drifts,
     )
 
 

@@ -76,8 +76,8 @@ class CaseRun:
     def result(self) -> RunResult:
         return self.turns[-1]
 
-    def drift_reasons(self) -> list[str]:
-        """Each drifted model call, located in its run, with the first changed field."""
+    def located_drifts(self) -> list[dict[str, Any]]:
+        """Each drifted model call with its run's agent and step, as plain data."""
         requests = [
             e
             for turn in self.turns
@@ -85,13 +85,27 @@ class CaseRun:
             for e in run.events
             if e.kind == "model_request"
         ]
-        reasons = []
+        located = []
         for drift in self.drifts:
             event = requests[drift.index] if drift.index < len(requests) else None
-            where = f"step {event.step} ({event.agent})" if event else "a step"
+            located.append(
+                {
+                    "call": drift.index + 1,
+                    "agent": event.agent if event else None,
+                    "step": event.step if event else None,
+                    "changes": [c.as_dict() for c in drift.changes],
+                }
+            )
+        return located
+
+    def drift_reasons(self) -> list[str]:
+        """Each drifted model call, located in its run, with the first changed field."""
+        reasons = []
+        for drift, located in zip(self.drifts, self.located_drifts(), strict=True):
+            where = f"step {located['step']} ({located['agent']})" if located["agent"] else "a step"
             first = drift.changes[0].describe(70) if drift.changes else "?"
             more = f"; {len(drift.changes) - 1} more change(s)" if len(drift.changes) > 1 else ""
-            reasons.append(f"model call #{drift.index + 1} at {where}: {first}{more}")
+            reasons.append(f"model call #{located['call']} at {where}: {first}{more}")
         return reasons
 
     @property

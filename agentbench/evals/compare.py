@@ -27,7 +27,8 @@ from agentbench.evals.significance import (
 )
 from agentbench.evals.stats import TrialOutcome
 from agentbench.replay.convert import stored_trajectory
-from agentbench.replay.diff import align
+from agentbench.replay.diff import Divergence, align
+from agentbench.replay.drift import Change
 from agentbench.replay.trajectory import Step
 
 SIGNIFICANCE_LEVEL = 0.05
@@ -181,3 +182,33 @@ def _attach_trajectories(store: Any, change: CaseChange) -> None:
     change.current_steps = _trajectory(store, change.current)
     if change.baseline_steps and change.current_steps:
         change.divergences = align(change.baseline_steps, change.current_steps)
+    if change.current is not None and change.current.drifts:
+        # Replayed answers keep the steps alike when only the prompt changed: the drifted
+        # request is then where the runs diverged.
+        change.divergences = _drift_divergences(change) + change.divergences
+        change.divergences.sort(key=lambda d: (d.position, d.cls != "request_drift"))
+
+
+def _drift_divergences(change: CaseChange) -> list[Divergence]:
+    steps = change.current_steps
+    found = []
+    for drift in change.current.drifts if change.current else ():
+        position = next(
+            (
+                i
+                for i, s in enumerate(steps)
+                if s.kind == "model_call" and s.agent == drift["agent"] and s.step == drift["step"]
+            ),
+            len(steps),
+        )
+        found.append(
+            Divergence(
+                "request_drift",
+                position,
+                drift.get("agent") or "?",
+                drift.get("step") or 0,
+                f"model call #{drift['call']}",
+                changes=[Change(**c) for c in drift.get("changes", ())],
+            )
+        )
+    return found

@@ -249,6 +249,7 @@ class Harness:
                     reason=f"{drift[0]} (the request differs from the recording; re-record "
                     "with --live --record-mode all if the change is intended)"
                     + (f"; {len(drift) - 1} more drifted call(s)" if len(drift) > 1 else ""),
+                    details={"drifts": outcome.located_drifts()},
                 )
             )
         if judge is not None:
@@ -263,13 +264,18 @@ class Harness:
             **base,
             status=status,
             score=value,
-            scores=[
-                {"name": s.name, "value": s.value, "passed": s.passed, "reason": s.reason}
-                for s in scores
-            ],
+            scores=[_score_row(s) for s in scores],
             run_id=(final.runs or [final])[0].run_id if outcome.turns else None,
             duration_ms=outcome.duration_ms,
             tokens=usage.total_tokens,
             cost_usd=cost,
             error=case.xfail if status == "xfailed" else None,
         )
+
+
+def _score_row(score: Score) -> dict[str, Any]:
+    """A score as stored; request drift keeps where and what changed, for comparisons."""
+    row = {"name": score.name, "value": score.value, "passed": score.passed, "reason": score.reason}
+    if score.name == "request_drift" and score.details.get("drifts"):
+        row["drifts"] = score.details["drifts"]
+    return row
