@@ -104,6 +104,7 @@ class RunContext:
         }
         self.changes: list[ContextChange] = []
         self.pinned_facts: list[str] = list(ctx.pinned)
+        self.version = 0  # bumped on every write, so readers can cache what they derive
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -154,6 +155,7 @@ class RunContext:
         if old is not _MISSING and old == value:
             return full
         target[full] = copy.deepcopy(value)
+        self.version += 1
         op = "add" if old is _MISSING else "change"
         self.changes.append(
             ContextChange(Scope(scope), full, op, None if old is _MISSING else old, value)
@@ -166,6 +168,7 @@ class RunContext:
         if full not in target:
             return False
         old = target.pop(full)
+        self.version += 1
         self.changes.append(ContextChange(Scope(scope), full, "remove", old, None))
         return True
 
@@ -197,6 +200,7 @@ class RunContext:
         """Keep `fact` in front of the model for the rest of the conversation (never dropped)."""
         if fact not in self.pinned_facts:
             self.pinned_facts.append(fact)
+            self.version += 1
 
     def drain_changes(self) -> list[ContextChange]:
         changes, self.changes = self.changes, []

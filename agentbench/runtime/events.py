@@ -215,6 +215,8 @@ Hook: TypeAlias = Callable[[Any], "Awaitable[None] | None"]
 
 async def notify(hooks: Sequence[Hook], event: Any, failures: list[str]) -> None:
     """Deliver `event` to every hook; a hook that raises is logged and recorded, never fatal."""
+    if not hooks:
+        return
     for hook in hooks:
         try:
             outcome = hook(event)

@@ -129,15 +129,22 @@ async def _prepare_request(run: RunState, request: dict[str, Any]) -> AsyncItera
     agent = run.agent
     settings = agent.model_settings
     schema = agent.output_schema()
-    system = agent.template.render(
-        run.context.variables,
-        state=run.state_lines,
-        state_summary=agent.state_summary,
-        output_schema=orjson.dumps(schema).decode() if schema is not None else None,
-        pinned=run.context.pinned_facts,
-        handoff=run.handoff_note,
-    )
-    run.system_message = {"role": "system", "content": system}
+    # Re-render only when what the template reads changed: most steps of a long run repeat
+    # the same instructions, and rendering costs more than the rest of a replayed step.
+    key = (run.context.version, run.state_version)
+    if run.system_message is None or run.system_key != key:
+        system = agent.template.render(
+            run.context.variables,
+            state=run.state_lines,
+            state_summary=agent.state_summary,
+            output_schema=orjson.dumps(schema).decode() if schema is not None else None,
+            pinned=run.context.pinned_facts,
+            handoff=run.handoff_note,
+        )
+        run.system_message = {"role": "system", "content": system}
+        run.system_key = key
+    else:
+        system = run.system_message["content"]
     if run.memory is not None:
         async for event in _compact(run, estimate_tokens(system)):
             yield event

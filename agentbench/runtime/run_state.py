@@ -105,10 +105,12 @@ class RunState:
         self.then = list(then)  # the rest of a chain, run after this agent completes
         self.tool_interceptor = tool_interceptor
         self.system_message: dict[str, Any] | None = None
+        self.system_key: tuple[Any, ...] | None = None  # what the system message was rendered from
         self.usage = Usage()
         self.iteration = 0
         self.call_counts: Counter[tuple[str, str]] = Counter()
         self.state_lines: list[str] = []
+        self.state_version = 0  # bumped with every line remembered
         self._state_tokens: list[int] = []
         self.output_corrections = 0
         self.stop: Stop | None = None
@@ -197,6 +199,7 @@ class RunState:
         if len(summary) > _STATE_LINE_CHARS:
             summary = summary[: _STATE_LINE_CHARS - 1] + "…"
         line = f"{tool}({arguments}) → {kind}: {summary}"
+        self.state_version += 1
         self.state_lines.append(line)
         self._state_tokens.append(estimate_tokens(line))
         # Bounded in tokens, not just lines: 20 lines of Chinese would cost thousands.

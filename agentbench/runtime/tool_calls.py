@@ -149,19 +149,21 @@ async def run_tool_calls(run: RunState, calls: list[ToolCall], step: int) -> Asy
                 yield event
 
     for p in planned:
-        async for event in _answer(run, p, results.get(p.call.id), step):
-            yield event
+        warned = _answer(run, p, results.get(p.call.id), step)
+        if warned is not None:
+            yield warned
 
 
-async def _answer(
+def _answer(
     run: RunState, p: PlannedCall, result: ToolResult | None, step: int
-) -> AsyncIterator[Any]:
-    """Append the tool message for one call, with a repeat warning when one is due."""
+) -> GuardTriggered | None:
+    """Append the tool message for one call; the repeat warning's event when one is due."""
+    warned = None
     if result is None:
         if run.memory is not None:
             run.memory.note_outcome(p.call.id, "rejected")
         run.messages.append(tool_message(p.call.id, p.rejection[1] if p.rejection else ""))
-        return
+        return None
     if run.memory is not None:
         run.memory.note_outcome(p.call.id, result.kind.value)
     content = result.observation()
@@ -172,13 +174,14 @@ async def _answer(
             "Calling it again with the same arguments will stop the run; use the result you "
             "have or change your approach."
         )
-        yield run.event(
+        warned = run.event(
             GuardTriggered, step=step, guard="repeated_call", action="warn", message=warning
         )
         content = f"{content}\n\n[agentbench] {warning}"
     run.messages.append(tool_message(p.call.id, content))
     if result.kind is ResultKind.BUSINESS_FAILURE and result.stop:
         run.finish(StopReason.BUSINESS_STOP, output=result.error)
+    return warned
 
 
 async def _execute(run: RunState, p: PlannedCall) -> ToolResult:
