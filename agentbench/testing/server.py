@@ -196,7 +196,8 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(item, RawBody):
             self._send_bytes(item.status, item.body.encode(), item.content_type)
             return
-        response = to_response(item, body, self.owner.model)
+        # Like real providers, answer in the name of the model that was asked for.
+        response = to_response(item, body, str(body.get("model") or self.owner.model))
         if body.get("stream"):
             self._send_stream(response, body)
         else:
