@@ -15,6 +15,7 @@ import enum
 import functools
 import os
 import pwd
+import re
 import shutil
 import signal
 import stat
@@ -333,9 +334,20 @@ def _classify(
     return SandboxOutcome.ERROR, f"the program exited with code {code}"
 
 
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b")
+
+
 def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
+    """The exception line of the traceback: the last line that names an exception.
+
+    Forked children writing tracebacks at once interleave their lines, so the literal last
+    line may be a traceback's first; the last exception-looking line is what was raised.
+    """
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        if _EXCEPTION_LINE.match(line):
+            return line
+    return lines[-1] if lines else ""
 
 
 def _signal_name(signum: int | None) -> str | None:
