@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentbench import ToolCall
+from agentbench.runtime.tools import observation_of
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Observation:
 
     def json(self) -> Any:
         # A repeat warning from the runtime may follow the result; the result comes first.
-        text = self.content.split("\n\n[agentbench]")[0]
+        text = observation_of(self.content)
         try:
             return json.loads(text)
         except json.JSONDecodeError:

@@ -17,7 +17,7 @@ from typing import Any
 
 from agentbench.errors import AgentbenchError
 from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
-from agentbench.replay.models import Drift, RecordingModel, ReplayModel
+from agentbench.replay.models import Drift, DriftAt, RecordingModel, ReplayModel, locate_drifts
 from agentbench.replay.session import session_metadata
 from agentbench.replay.tool_policy import ReplayTools, ToolPolicies
 from agentbench.runtime.agent import Agent
@@ -31,17 +31,6 @@ from agentbench.runtime.runner import Runner
 
 class CaseSetupError(AgentbenchError):
     """A case cannot run: its cassette is missing or unreadable, or no live model is set."""
-
-
-@dataclass
-class Pricing:
-    input_per_mtok: float
-    output_per_mtok: float
-
-    def cost(self, usage: Usage) -> float:
-        return (
-            usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok
-        ) / 1e6
 
 
 @dataclass
@@ -76,36 +65,20 @@ class CaseRun:
     def result(self) -> RunResult:
         return self.turns[-1]
 
-    def located_drifts(self) -> list[dict[str, Any]]:
-        """Each drifted model call with its run's agent and step, as plain data."""
-        requests = [
-            e
-            for turn in self.turns
-            for run in turn.runs or [turn]
-            for e in run.events
-            if e.kind == "model_request"
-        ]
-        located = []
-        for drift in self.drifts:
-            event = requests[drift.index] if drift.index < len(requests) else None
-            located.append(
-                {
-                    "call": drift.index + 1,
-                    "agent": event.agent if event else None,
-                    "step": event.step if event else None,
-                    "changes": [c.as_dict() for c in drift.changes],
-                }
-            )
-        return located
+    def located_drifts(self) -> list[DriftAt]:
+        """Each drifted model call with its run's agent and step."""
+        events = (e for turn in self.turns for run in turn.runs or [turn] for e in run.events)
+        return locate_drifts(self.drifts, events)
 
     def drift_reasons(self) -> list[str]:
         """Each drifted model call, located in its run, with the first changed field."""
         reasons = []
-        for drift, located in zip(self.drifts, self.located_drifts(), strict=True):
-            where = f"step {located['step']} ({located['agent']})" if located["agent"] else "a step"
-            first = drift.changes[0].describe(70) if drift.changes else "?"
-            more = f"; {len(drift.changes) - 1} more change(s)" if len(drift.changes) > 1 else ""
-            reasons.append(f"model call #{located['call']} at {where}: {first}{more}")
+        for located in self.located_drifts():
+            changes = located.drift.changes
+            where = f"step {located.step} ({located.agent})" if located.agent else "a step"
+            first = changes[0].describe(70) if changes else "?"
+            more = f"; {len(changes) - 1} more change(s)" if len(changes) > 1 else ""
+            reasons.append(f"model call #{located.call} at {where}: {first}{more}")
         return reasons
 
     @property

@@ -249,7 +249,7 @@ class Harness:
                     reason=f"{drift[0]} (the request differs from the recording; re-record "
                     "with --live --record-mode all if the change is intended)"
                     + (f"; {len(drift) - 1} more drifted call(s)" if len(drift) > 1 else ""),
-                    details={"drifts": outcome.located_drifts()},
+                    details={"drifts": [d.as_dict() for d in outcome.located_drifts()]},
                 )
             )
         if judge is not None:

@@ -11,6 +11,7 @@ live model can take over (record modes `new_episodes` and `all`, or a fork with 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,45 @@ def _endpoint(model: ChatModel) -> str:
         if base
         else f"agentbench://{model.name}/chat/completions"
     )
+
+
+@dataclass
+class DriftAt:
+    """Request drift located in the session: which model call, which agent, which step."""
+
+    call: int  # 1-based model call of the session
+    agent: str | None
+    step: int | None
+    drift: Drift
+
+    def describe(self, width: int = 72) -> str:
+        head = f"model call #{self.call} (step {self.step}, {self.agent})"
+        return head + "".join(f"\n    {c.describe(width)}" for c in self.drift.changes[:6])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "call": self.call,
+            "agent": self.agent,
+            "step": self.step,
+            "changes": [c.as_dict() for c in self.drift.changes],
+        }
+
+
+def locate_drifts(drifts: list[Drift], events: Iterable[Any]) -> list[DriftAt]:
+    """Attach each drift to the model call it happened in: the n-th request of the session."""
+    requests = [e for e in events if e.kind == "model_request"]
+    located = []
+    for drift in drifts:
+        event = requests[drift.index] if drift.index < len(requests) else None
+        located.append(
+            DriftAt(
+                call=drift.index + 1,
+                agent=event.agent if event else None,
+                step=event.step if event else None,
+                drift=drift,
+            )
+        )
+    return located
 
 
 class RecordingModel:

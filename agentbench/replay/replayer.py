@@ -17,7 +17,7 @@ from agentbench.errors import UsageError
 from agentbench.loading import load_object
 from agentbench.replay.cassette import Cassette, RecordMode
 from agentbench.replay.diff import Divergence, align
-from agentbench.replay.models import Drift, ReplayModel
+from agentbench.replay.models import DriftAt, ReplayModel, locate_drifts
 from agentbench.replay.session import session_metadata
 from agentbench.replay.tool_policy import ReplayTools, ToolPolicies
 from agentbench.replay.trajectory import Step, trajectory
@@ -27,20 +27,6 @@ from agentbench.runtime.events import Hook
 from agentbench.runtime.models import ChatModel
 from agentbench.runtime.run_state import RunResult
 from agentbench.runtime.runner import Runner
-
-
-@dataclass
-class DriftAt:
-    """Request drift located in the new run: which agent, which of its steps."""
-
-    call: int  # 1-based model call of the session
-    agent: str
-    step: int
-    drift: Drift
-
-    def describe(self, width: int = 72) -> str:
-        head = f"model call #{self.call} (step {self.step}, {self.agent})"
-        return head + "".join(f"\n    {c.describe(width)}" for c in self.drift.changes[:6])
 
 
 @dataclass
@@ -99,15 +85,7 @@ class ReplayReport:
             "stop_reason": str(self.result.stop_reason),
             "first": self.first.as_dict() if self.first else None,
             "divergences": [d.as_dict() for d in self.divergences],
-            "drifts": [
-                {
-                    "call": d.call,
-                    "agent": d.agent,
-                    "step": d.step,
-                    "changes": [c.as_dict() for c in d.drift.changes],
-                }
-                for d in self.drifts
-            ],
+            "drifts": [d.as_dict() for d in self.drifts],
         }
 
 
@@ -192,7 +170,7 @@ class Replayer:
         )
         original = [Step.from_dict(s) for s in info.get("trajectory", ())]
         new = trajectory(result.all_events)
-        drifts = _locate(model.drifts, result)
+        drifts = locate_drifts(model.drifts, result.all_events)
         divergences = align(original, new)
         if self.strict:
             divergences = _with_drift(divergences, drifts, new)
@@ -274,23 +252,6 @@ def _context(value: Any) -> Context | None:
     )
 
 
-def _locate(drifts: list[Drift], result: RunResult) -> list[DriftAt]:
-    """Attach each drift to the run and step of the model call it happened in."""
-    requests = [e for e in result.all_events if e.kind == "model_request"]
-    located = []
-    for drift in drifts:
-        event = requests[drift.index] if drift.index < len(requests) else None
-        located.append(
-            DriftAt(
-                call=drift.index + 1,
-                agent=event.agent if event else "?",
-                step=event.step if event else 0,
-                drift=drift,
-            )
-        )
-    return located
-
-
 def _with_drift(
     divergences: list[Divergence], drifts: list[DriftAt], new: list[Step]
 ) -> list[Divergence]:
@@ -298,15 +259,19 @@ def _with_drift(
     placed = []
     for drift in drifts:
         position = next(
-            (i for i, s in enumerate(new) if s.agent == drift.agent and s.step >= drift.step),
+            (
+                i
+                for i, s in enumerate(new)
+                if s.agent == drift.agent and s.step >= (drift.step or 0)
+            ),
             len(new),
         )
         placed.append(
             Divergence(
                 "request_drift",
                 position,
-                drift.agent,
-                drift.step,
+                drift.agent or "?",
+                drift.step or 0,
                 f"model call #{drift.call}",
                 changes=drift.drift.changes,
             )

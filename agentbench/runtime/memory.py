@@ -28,7 +28,7 @@ from agentbench.runtime.conversation import (
 )
 from agentbench.runtime.summarizers import CallModel, RuleSummarizer, Summarizer
 from agentbench.runtime.tokens import estimate_message_tokens, estimate_tokens
-from agentbench.runtime.tools import truncate_text
+from agentbench.runtime.tools import observation_of, truncate_text
 
 FAILED_KINDS = frozenset({"system_error", "rejected"})
 
@@ -180,7 +180,7 @@ class Memory:
             (
                 c["function"]["name"],
                 _canonical(c["function"]["arguments"]),
-                results.get(c["id"], "").split("\n\n[agentbench] ")[0],
+                observation_of(results.get(c["id"], "")),
             )
             for c in unit.messages[0]["tool_calls"]
         ]

@@ -27,7 +27,7 @@ from agentbench.runtime.events import (
 from agentbench.runtime.models import ToolCall
 from agentbench.runtime.orchestration import request_from_tool
 from agentbench.runtime.run_state import RunState
-from agentbench.runtime.tools import Effect, ResultKind, Tool, ToolResult
+from agentbench.runtime.tools import RUNTIME_NOTE, Effect, ResultKind, Tool, ToolResult
 
 
 @dataclass
@@ -177,7 +177,7 @@ def _answer(
         warned = run.event(
             GuardTriggered, step=step, guard="repeated_call", action="warn", message=warning
         )
-        content = f"{content}\n\n[agentbench] {warning}"
+        content = f"{content}{RUNTIME_NOTE}{warning}"
     run.messages.append(tool_message(p.call.id, content))
     if result.kind is ResultKind.BUSINESS_FAILURE and result.stop:
         run.finish(StopReason.BUSINESS_STOP, output=result.error)

@@ -101,6 +101,16 @@ class ToolResult(BaseModel):
         return f"[system_error] {self.error}"
 
 
+# Separates a tool's observation from a note the runtime appends to it (a repeat warning);
+# whoever reads observations back (memory, reference policies) splits on it.
+RUNTIME_NOTE = "\n\n[agentbench] "
+
+
+def observation_of(content: str) -> str:
+    """The tool's own observation, without a note the runtime appended."""
+    return content.split(RUNTIME_NOTE)[0]
+
+
 def _as_text(data: Any) -> str:
     if data is None:
         return ""

@@ -90,12 +90,14 @@ def recent_latencies(service: str) -> list[int]:
     return values
 
 
-# The sandbox describes the isolation it found on this machine; the suite pins one wording so
-# its recorded requests do not depend on the kernel it is replayed on.
-sandbox = python_sandbox(SandboxLimits(timeout_s=10))
-sandbox.description = (
-    "Run a Python 3 program in an isolated sandbox (no network, 10 s) and return its stdout "
-    "and stderr. print() every result you need."
+# The sandbox normally describes the isolation it finds on this machine; the suite pins one
+# wording so its recorded requests do not depend on the kernel it is replayed on.
+sandbox = python_sandbox(
+    SandboxLimits(timeout_s=10),
+    description=(
+        "Run a Python 3 program in an isolated sandbox (no network, 10 s) and return its stdout "
+        "and stderr. print() every result you need."
+    ),
 )
 
 sre_agent = Agent(

@@ -159,8 +159,18 @@ def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxResult:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def python_sandbox(limits: SandboxLimits | None = None, *, name: str = "python_sandbox") -> Tool:
-    """A tool that runs model-written Python in a sandbox with `limits`."""
+def python_sandbox(
+    limits: SandboxLimits | None = None,
+    *,
+    name: str = "python_sandbox",
+    description: str | None = None,
+) -> Tool:
+    """A tool that runs model-written Python in a sandbox with `limits`.
+
+    By default the description tells the model what isolation this machine enforces (found
+    by running an empty program once); pass `description` for wording that must not depend
+    on the machine, such as a recorded suite's.
+    """
     limits = limits or SandboxLimits()
 
     def run(code: str) -> ToolResult:
@@ -171,7 +181,7 @@ def python_sandbox(limits: SandboxLimits | None = None, *, name: str = "python_s
         """
         return run_python(code, limits).to_tool_result()
 
-    description = (
+    description = description or (
         "Run a Python 3 program in an isolated sandbox and return its stdout and stderr. "
         f"{_isolation_summary(sandbox_isolation())} "
         f"Limits: {limits.timeout_s:g} s wall clock, {limits.cpu_seconds} s CPU, "
