@@ -16,7 +16,8 @@ from agentbench.evals.harness import Harness, HarnessOptions
 from agentbench.replay.cassette import RecordMode
 from agentbench.testing import OpenAICompatibleServer
 from agentbench.trace.store import TraceStore
-from tests.test_compare_evals import AGENT, CASES, SUITE, respond
+from tests.test_compare_evals import CASES
+from tests.weather_suite import AGENT, SUITE, respond
 
 
 def git(repo: Path, *args: str) -> str:

@@ -9,7 +9,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from agentbench import ToolCall
 from agentbench.cli import main
 from agentbench.evals.compare import compare_evals
 from agentbench.evals.compare_text import comparison_text
@@ -20,32 +19,7 @@ from agentbench.evals.stats import TrialOutcome
 from agentbench.replay.cassette import RecordMode
 from agentbench.testing import OpenAICompatibleServer
 from agentbench.trace.store import TraceStore
-
-AGENT = '''
-from agentbench import Agent, tool
-
-TEMPERATURES = {"Paris": 21, "Oslo": 4}
-
-@tool(effect="read_only")
-def get_weather(city: str) -> dict:
-    """Current temperature.
-
-    Args:
-        city: City name.
-    """
-    return {"city": city, "celsius": TEMPERATURES[city]}
-
-agent = Agent(name="weather", instructions="Answer briefly.", tools=[get_weather])
-'''
-
-SUITE = """
-name: mini
-agent: agent.py:agent
-model: {name: mini-model}
-cassettes: cassettes
-scorers:
-  - stop_reason: completed
-"""
+from tests.weather_suite import AGENT, SUITE, respond
 
 CASES = """
 - id: paris
@@ -62,15 +36,6 @@ CASES = """
   expect:
     - output_contains: "snow: yes"
 """
-
-
-def respond(request: dict) -> object:
-    question = request["messages"][-1]
-    if question["role"] == "tool":
-        data = orjson.loads(question["content"])
-        return f"{data['city']}: {data['celsius']} degrees."
-    city = "Paris" if "Paris" in question["content"] else "Oslo"
-    return ToolCall("get_weather", {"city": city})
 
 
 def run_suite(folder: Path, store: TraceStore, **options: object) -> EvalRun:

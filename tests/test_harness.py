@@ -9,37 +9,11 @@ import duckdb
 import orjson
 import pytest
 
-from agentbench import ToolCall
 from agentbench.cli import main
 from agentbench.testing import OpenAICompatibleServer
+from tests.weather_suite import AGENT, SUITE, respond
 
 ROOT = Path(__file__).resolve().parent.parent
-
-AGENT = '''
-from agentbench import Agent, tool
-
-TEMPERATURES = {"Paris": 21, "Oslo": 4}
-
-@tool(effect="read_only")
-def get_weather(city: str) -> dict:
-    """Current temperature.
-
-    Args:
-        city: City name.
-    """
-    return {"city": city, "celsius": TEMPERATURES[city]}
-
-agent = Agent(name="weather", instructions="Answer briefly.", tools=[get_weather])
-'''
-
-SUITE = """
-name: mini
-agent: agent.py:agent
-model: {name: mini-model}
-cassettes: cassettes
-scorers:
-  - stop_reason: completed
-"""
 
 CASES = """
 - id: paris
@@ -58,15 +32,6 @@ CASES = """
   expect:
     - output_contains: "snow: yes"
 """
-
-
-def respond(request: dict) -> object:
-    question = request["messages"][-1]
-    if question["role"] == "tool":
-        data = orjson.loads(question["content"])
-        return f"{data['city']}: {data['celsius']} degrees."
-    city = "Paris" if "Paris" in question["content"] else "Oslo"
-    return ToolCall("get_weather", {"city": city})
 
 
 @pytest.fixture
