@@ -13,20 +13,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
-
 from agentbench.replay.cassette import Cassette, Interaction
 from agentbench.replay.session import tool_results
+from agentbench.replay.stored_events import events_of, loads
 from agentbench.replay.trajectory import Step, canonical, trajectory
 from agentbench.runtime.events import (
-    EVENT_ADAPTER,
-    ContextChanged,
     ModelRequest,
     ModelResponse,
     RunFinished,
     RunStarted,
     StopReason,
-    ToolCallRejected,
     ToolFinished,
 )
 from agentbench.runtime.models import ChatResponse, Usage
@@ -34,11 +30,7 @@ from agentbench.runtime.tools import ResultKind, ToolResult
 from agentbench.trace.schema import RunTrace
 from agentbench.trace.store import TraceStore
 
-_REPLAYED_KINDS = ("memory_decision", "handoff", "guard_triggered")
-
-
-def _loads(text: str | None) -> Any:
-    return None if text is None else orjson.loads(text)
+__all__ = ["cassette_from_store", "conversation", "events_of", "store_cassette"]
 
 
 def conversation(store: TraceStore, run_id: str) -> list[RunTrace]:
@@ -50,105 +42,6 @@ def conversation(store: TraceStore, run_id: str) -> list[RunTrace]:
         traces.extend(store.run(child.run_id) for child in children)
         index += 1
     return sorted(traces, key=lambda t: t.run.started_at)
-
-
-def events_of(trace: RunTrace) -> list[Any]:
-    """Typed events rebuilt from one stored run's rows, in their recorded order."""
-    run = trace.run
-    base = {"run_id": run.run_id, "agent": run.agent}
-    found: list[tuple[int, Any]] = []
-    for call in trace.llm_calls:
-        if call.response is None:
-            continue
-        response = ChatResponse.model_validate(_loads(call.response))
-        found.append(
-            (
-                call.seq,
-                ModelResponse(
-                    **base,
-                    seq=call.seq,
-                    ts=call.ts,
-                    step=call.step or 0,
-                    response=response,
-                    purpose=call.purpose,
-                ),
-            )
-        )
-    for row in trace.tool_calls:
-        found.append((row.seq, _tool_event(base, row)))
-    for diff in trace.context_diffs:
-        found.append(
-            (
-                diff.seq,
-                ContextChanged(
-                    **base,
-                    seq=diff.seq,
-                    ts=diff.ts,
-                    step=diff.step or 0,
-                    scope=diff.scope,
-                    key=diff.key,
-                    op=diff.op,
-                    old=_loads(diff.old),
-                    new=_loads(diff.new),
-                ),
-            )
-        )
-    for event in trace.events:
-        if event.kind in _REPLAYED_KINDS:
-            payload = {**(_loads(event.payload) or {}), **base, "seq": event.seq, "ts": event.ts}
-            found.append(
-                (event.seq, EVENT_ADAPTER.validate_python({**payload, "kind": event.kind}))
-            )
-    found.sort(key=lambda item: item[0])
-    events = [event for _, event in found if event is not None]
-    if run.stop_reason is not None:
-        events.append(
-            RunFinished(
-                **base,
-                seq=(found[-1][0] + 1) if found else 0,
-                stop_reason=StopReason(run.stop_reason),
-                output=_loads(run.output),
-                iterations=run.iterations or 0,
-            )
-        )
-    return events
-
-
-def _tool_event(base: dict[str, Any], row: Any) -> Any:
-    arguments = _loads(row.arguments)
-    if row.result_kind == "rejected":
-        reason = (_loads(row.result) or {}).get("reason", "invalid_arguments")
-        return ToolCallRejected(
-            **base,
-            seq=row.seq,
-            ts=row.ts,
-            step=row.step or 0,
-            call_id=row.call_id,
-            tool=row.tool,
-            raw_arguments=arguments if isinstance(arguments, str) else "",
-            reason=reason,
-            message=row.error or "",
-        )
-    if row.result_kind is None:
-        return None  # started, never finished (an incomplete run)
-    result = ToolResult(
-        kind=ResultKind(row.result_kind),
-        data=_loads(row.result),
-        error=row.error,
-        truncated=bool(row.truncated),
-        stop=bool(row.stops_run),
-    )
-    return ToolFinished(
-        **base,
-        seq=row.seq,
-        ts=row.ts,
-        step=row.step or 0,
-        call_id=row.call_id,
-        tool=row.tool,
-        arguments=arguments if isinstance(arguments, dict) else {},
-        result=result,
-        effect=row.effect or "unknown",
-    )
 
 
 def stored_trajectory(store: TraceStore, run_id: str) -> list[Step]:
@@ -166,7 +59,7 @@ def cassette_from_store(store: TraceStore, run_id: str) -> Cassette:
         for call in sorted(trace.llm_calls, key=lambda c: c.seq):
             if call.response is None or call.seq not in requests:
                 continue
-            response = ChatResponse.model_validate(_loads(call.response))
+            response = ChatResponse.model_validate(loads(call.response))
             interactions.append(Interaction.of(requests[call.seq], response))
         events.extend(events_of(trace))
     cassette = Cassette(interactions)
@@ -174,8 +67,8 @@ def cassette_from_store(store: TraceStore, run_id: str) -> Cassette:
         agent=None,
         source_run=root.run_id,
         recorded_at=root.started_at.isoformat(timespec="seconds"),
-        input=_loads(root.input),
-        context=_loads(root.context) or {},
+        input=loads(root.input),
+        context=loads(root.context) or {},
         runs=[
             {
                 "run_id": t.run.run_id,
@@ -186,7 +79,7 @@ def cassette_from_store(store: TraceStore, run_id: str) -> Cassette:
             for t in traces
         ],
         stop_reason=last.stop_reason,
-        output=canonical(_loads(last.output)),
+        output=canonical(loads(last.output)),
         trajectory=[s.as_dict() for s in trajectory(events)],
         tool_results=tool_results(events),
     )

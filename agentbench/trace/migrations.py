@@ -148,6 +148,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        3,
+        "every event rebuilds exactly",
+        # Where the second event of a pair landed (a model call's response, a tool call's
+        # finish) and the run's last event: with these, the typed events a run emitted are
+        # rebuilt from its rows with their own seq and time (`agentbench.replay.stored_events`).
+        """
+        ALTER TABLE llm_calls ADD COLUMN response_seq BIGINT;
+        ALTER TABLE llm_calls ADD COLUMN response_ts TIMESTAMPTZ;
+        ALTER TABLE tool_calls ADD COLUMN finished_seq BIGINT;
+        ALTER TABLE tool_calls ADD COLUMN finished_ts TIMESTAMPTZ;
+        ALTER TABLE runs ADD COLUMN finished_seq BIGINT;
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].id
 MARKER_TABLE = "schema_migrations"

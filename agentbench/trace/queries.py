@@ -6,6 +6,7 @@ the CLI, reports and replay share one way of reading.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -130,13 +131,25 @@ def rebuild_requests(
     if upto is not None:
         sql += " AND seq <= ?"
         params.append(upto)
+    rows = conn.execute(sql + " ORDER BY seq", params).fetchall()
+    return requests_from_rows(rows, f"{path}: run {run_id}")
+
+
+def requests_from_rows(
+    rows: Iterable[tuple[int, str, str, str]], where: str
+) -> dict[int, dict[str, Any]]:
+    """Requests rebuilt from (seq, purpose, request_diff, request_hash) rows in seq order.
+
+    Each rebuilt request is checked against its stored hash; `where` names the run in the
+    error a damaged trace raises.
+    """
     previous: dict[str, dict[str, Any]] = {}
     rebuilt: dict[int, dict[str, Any]] = {}
-    for seq, purpose, diff, expected in conn.execute(sql + " ORDER BY seq", params).fetchall():
+    for seq, purpose, diff, expected in rows:
         request = apply_diff(previous.get(purpose), loads(diff))
         if request_hash(request) != expected:
             raise StoreFormatError(
-                f"{path}: run {run_id} llm call seq {seq}: the rebuilt request does not match "
+                f"{where} llm call seq {seq}: the rebuilt request does not match "
                 "its stored hash (the trace is damaged)"
             )
         previous[purpose] = rebuilt[seq] = request

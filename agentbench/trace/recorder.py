@@ -144,6 +144,7 @@ class TraceRecorder:
             "cost_usd": None,
             "code_version": self._code_version(),
             "context": None,
+            "finished_seq": None,
         }
 
     def _run_finished(self, trace: _RunTrace, event: Any) -> None:
@@ -156,6 +157,7 @@ class TraceRecorder:
             output=None if event.output is None else self._json(event.output),
             error=None if event.error is None else self._json(event.error),
             finished_at=event.ts,
+            finished_seq=event.seq,
             duration_ms=event.duration_ms,
             iterations=event.iterations,
             llm_calls=len(trace.rows.llm_calls),
@@ -191,6 +193,8 @@ class TraceRecorder:
             "output_tokens": None,
             "latency_ms": None,
             "attempts": None,
+            "response_seq": None,
+            "response_ts": None,
         }
         trace.rows.llm_calls.append(row)
         trace.waiting_llm[purpose] = row
@@ -210,6 +214,8 @@ class TraceRecorder:
             output_tokens=response.usage.output_tokens,
             latency_ms=response.latency_ms,
             attempts=response.attempts,
+            response_seq=event.seq,
+            response_ts=event.ts,
         )
 
     def _text_delta(self, trace: _RunTrace, event: Any) -> None:
@@ -251,6 +257,8 @@ class TraceRecorder:
             "duration_ms": None,
             "truncated": None,
             "stops_run": None,
+            "finished_seq": None,
+            "finished_ts": None,
         }
 
     def _tool_started(self, trace: _RunTrace, event: Any) -> None:
@@ -272,6 +280,8 @@ class TraceRecorder:
             duration_ms=result.duration_ms,
             truncated=result.truncated,
             stops_run=result.stop,
+            finished_seq=event.seq,
+            finished_ts=event.ts,
         )
 
     def _tool_call_rejected(self, trace: _RunTrace, event: Any) -> None:
@@ -281,12 +291,19 @@ class TraceRecorder:
             result_kind="rejected",
             result=self._json({"reason": event.reason}),
             error=self.redactor.text(event.message),
+            finished_seq=event.seq,
+            finished_ts=event.ts,
         )
         trace.rows.tool_calls.append(row)
 
     # -- context and everything else --------------------------------------------------------
     def _context_changed(self, trace: _RunTrace, event: Any) -> None:
-        redact = self.redactor.keyed
+        def dumps(value: Any) -> str:
+            return _json.dumps(self.redactor.keyed(event.key, value))
+
+        def absent(no_value_expected: bool, value: Any) -> bool:
+            return no_value_expected and value is None
+
         trace.rows.context_diffs.append(
             {
                 "run_id": event.run_id,
@@ -297,8 +314,8 @@ class TraceRecorder:
                 "key": event.key,
                 "op": str(event.op),
                 # NULL means "no value" (before an add, after a remove); JSON null is a value.
-                "old": None if event.op == "add" else _json.dumps(redact(event.key, event.old)),
-                "new": None if event.op == "remove" else _json.dumps(redact(event.key, event.new)),
+                "old": None if absent(event.op == "add", event.old) else dumps(event.old),
+                "new": None if absent(event.op == "remove", event.new) else dumps(event.new),
             }
         )
 

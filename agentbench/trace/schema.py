@@ -102,6 +102,7 @@ class RunRecord(TraceRecord):
     code_version: str | None = None
     context: JsonText | None = None
     replay_of: str | None = None  # the run this one replayed (agentbench replay)
+    finished_seq: int | None = None  # seq of RunFinished
 
 
 class LlmCallRecord(TraceRecord):
@@ -124,6 +125,8 @@ class LlmCallRecord(TraceRecord):
     output_tokens: int | None = None
     latency_ms: float | None = None
     attempts: int | None = None
+    response_seq: int | None = None  # seq and time of the ModelResponse
+    response_ts: datetime | None = None
 
 
 class ToolCallRecord(TraceRecord):
@@ -143,6 +146,10 @@ class ToolCallRecord(TraceRecord):
     duration_ms: float | None = None
     truncated: bool | None = None
     stops_run: bool | None = None
+    # seq and time of the ToolFinished (or of the rejection); equal to `seq` when no
+    # ToolStarted came first
+    finished_seq: int | None = None
+    finished_ts: datetime | None = None
 
 
 class ContextDiffRecord(TraceRecord):
@@ -252,7 +259,8 @@ class RunRows:
         """One table's rows as an Arrow table with the stored schema."""
         schema = ARROW_SCHEMAS[name]
         rows = self.table(name)
-        columns = {f.name: [row[f.name] for row in rows] for f in schema}
+        # .get: journals written by an older version lack the columns added since
+        columns = {f.name: [row.get(f.name) for row in rows] for f in schema}
         return pa.Table.from_pydict(columns, schema=schema)
 
 
