@@ -82,7 +82,28 @@ class StreamAccumulator:
     @property
     def emitted(self) -> bool:
         """Whether any text has reached the caller (a retry would then duplicate it)."""
-        return bool(self.text)
+        return bool(self.text) and self.on_text_delta is not None
+
+    @property
+    def finished(self) -> bool:
+        """Whether a finish_reason arrived: the model's own word that its answer is whole.
+
+        It is the one end-of-answer signal a client can rely on. Usage may follow it or not
+        (llama.cpp sometimes omits it), and the openai SDK consumes `data: [DONE]` without
+        reporting it, so a stream that ends cleanly looks the same with or without [DONE].
+        """
+        return self.finish_reason is not None
+
+    def cut_short(self) -> str | None:
+        """What is wrong with a stream that ended without a finish_reason, or None if finished."""
+        if self.finished:
+            return None
+        got = [f"{len(''.join(self.text))} characters of text"] if self.text else []
+        got += [f"{len(self.calls)} unfinished tool call(s)"] if self.calls else []
+        detail = ", ".join(got) if got else "no text" if self.chunks else "an empty event stream"
+        return (
+            f"the stream ended without a finish_reason after {len(self.chunks)} chunk(s) ({detail})"
+        )
 
     def add(self, chunk: dict[str, Any]) -> None:
         self.chunks.append(chunk)

@@ -4,7 +4,10 @@ The runner's request body is sent as is: keys the SDK knows go as arguments, any
 (vendor extensions such as `top_k` for vLLM) goes in `extra_body`. Retries are ours, not the
 SDK's, so that backoff, jitter and `Retry-After` follow one documented policy and the final
 error says how many attempts were made. Streaming accumulates tool-call fragments by index
-into whole calls and reports text deltas as they arrive.
+into whole calls and reports text deltas as they arrive. A stream is whole only once a
+finish_reason has arrived: one that ends without it (a connection closed mid-answer, an empty
+event stream) is a transient failure like a dropped connection, never a short answer. Once text
+has reached the caller, no failure is retried, since a retry would repeat that text.
 """
 
 from __future__ import annotations
@@ -41,11 +44,21 @@ _STATUS_HINTS = {
 }
 
 
-class _Retryable(Exception):  # noqa: N818 - internal signal, never escapes this module
-    def __init__(self, message: str, retry_after: float | None = None, *, timeout: bool = False):
+class _Transient(Exception):  # noqa: N818 - internal signal, never escapes this module
+    """A failure another attempt may not have; `delivered` when text already reached the caller."""
+
+    def __init__(
+        self,
+        message: str,
+        retry_after: float | None = None,
+        *,
+        timeout: bool = False,
+        delivered: bool = False,
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
         self.timeout = timeout
+        self.delivered = delivered
 
 
 class OpenAIModel:
@@ -126,7 +139,14 @@ class OpenAIModel:
             attempt += 1
             try:
                 response = await self._attempt(request, on_text_delta)
-            except _Retryable as exc:
+            except _Transient as exc:
+                error = ModelTimeoutError if exc.timeout else ModelError
+                if exc.delivered:
+                    raise error(
+                        f"model {self.name!r} at {self.endpoint}: {exc}, on attempt {attempt}; "
+                        "not retried, since its text had already reached the caller",
+                        attempts=attempt,
+                    ) from None
                 retry_after = exc.retry_after
                 if retry_after is not None and retry_after > self.retry.max_retry_after_s:
                     raise ModelError(
@@ -135,7 +155,6 @@ class OpenAIModel:
                         attempts=attempt,
                     ) from None
                 if attempt >= self.retry.max_attempts:
-                    error = ModelTimeoutError if exc.timeout else ModelError
                     raise error(
                         f"model {self.name!r} at {self.endpoint}: {exc} "
                         f"(gave up after {attempt} attempts)",
@@ -162,22 +181,41 @@ class OpenAIModel:
             body.setdefault("stream_options", {"include_usage": True})
         client = self._get_client()
         stream_state = StreamAccumulator(on_text_delta)
+        reading_stream = False
         try:
             result = await client.chat.completions.create(
                 **body, extra_body=extra or None, timeout=self.timeout_s
             )
             if stream:
+                reading_stream = True
                 async for chunk in result:
                     stream_state.add(chunk.to_dict())
+                # The SDK ends its iterator quietly when the body ends, [DONE] or not.
+                problem = stream_state.cut_short()
+                if problem is not None:
+                    raise _Transient(problem, delivered=stream_state.emitted)
                 return stream_state.response()
             # The same dict parser replay uses, so live and replayed responses are identical.
             return parse_completion(result.to_dict())
         except openai.APITimeoutError:
-            raise _Retryable(f"timed out after {self.timeout_s:g} s", timeout=True) from None
+            raise _Transient(
+                f"timed out after {self.timeout_s:g} s",
+                timeout=True,
+                delivered=stream_state.emitted,
+            ) from None
         except openai.APIConnectionError as exc:
-            if stream_state.emitted:
-                raise ModelError(f"stream broke after text was delivered: {exc}") from None
-            raise _Retryable(f"connection failed: {exc}") from None
+            # httpx's own reason ("peer closed connection ...") is in __cause__.
+            reason = exc.__cause__ or exc
+            if not reading_stream:
+                raise _Transient(f"connection failed: {reason}") from None
+            if stream_state.finished:
+                # The answer is whole; only the usage chunk or [DONE] went down with the connection.
+                log.info("model stream broke after its finish_reason (%s); answer kept", reason)
+                return stream_state.response()
+            raise _Transient(
+                f"{stream_state.cut_short()}: the connection broke ({reason})",
+                delivered=stream_state.emitted,
+            ) from None
         except openai.APIStatusError as exc:
             raise _status_error(self, exc) from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -191,7 +229,7 @@ def _status_error(model: OpenAIModel, exc: openai.APIStatusError) -> Exception:
     headers = dict(exc.response.headers)
     message = f"HTTP {exc.status_code} from {model.endpoint}/chat/completions: {exc.message}"
     if is_retryable_status(exc.status_code, headers):
-        return _Retryable(message, parse_retry_after(headers))
+        return _Transient(message, parse_retry_after(headers))
     hint = _STATUS_HINTS.get(exc.status_code)
     return ModelError(
         f"model {model.name!r}: {message}" + (f" ({hint})" if hint else ""),
