@@ -3,6 +3,8 @@
 These names are the public API; everything else may move between releases.
 """
 
+from typing import TYPE_CHECKING
+
 from agentbench._version import __version__
 from agentbench.errors import (
     AgentbenchError,
@@ -41,13 +43,22 @@ from agentbench.runtime.tools import (
     tool,
 )
 
+if TYPE_CHECKING:
+    from agentbench.runtime.openai_model import OpenAIModel
+    from agentbench.trace.store import TraceStore
+
 
 def __getattr__(name: str) -> object:
-    # The openai SDK takes about a second to import; load it only when a live model is used.
+    # The openai SDK takes about a second to import, DuckDB (behind TraceStore) about a fifth
+    # of one: load each only when it is used, so `import agentbench` stays fast.
     if name == "OpenAIModel":
         from agentbench.runtime.openai_model import OpenAIModel
 
         return OpenAIModel
+    if name == "TraceStore":
+        from agentbench.trace.store import TraceStore
+
+        return TraceStore
     raise AttributeError(f"module 'agentbench' has no attribute {name!r}")
 
 
@@ -88,6 +99,7 @@ __all__ = [
     "ToolDefinitionError",
     "ToolRegistry",
     "ToolResult",
+    "TraceStore",
     "Usage",
     "UsageError",
     "__version__",

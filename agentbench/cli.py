@@ -22,7 +22,14 @@ from agentbench.errors import AgentbenchError, UsageError
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="""\b
+Examples:
+  agentbench run golden/
+  agentbench replay replays/weather.yaml --strict
+""",
+)
 @click.version_option(__version__, "-V", "--version", prog_name="agentbench")
 def cli() -> None:
     """agentbench: run agents, record them as traces, replay and score them."""

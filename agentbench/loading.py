@@ -1,4 +1,4 @@
-"""Import user objects named `module:attribute` (agents, scorers), with errors that say why."""
+"""Import user code: `module:attribute` objects (agents, scorers) and modules (suite plugins)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from agentbench.errors import UsageError
@@ -16,13 +17,8 @@ def load_object(ref: str, *, what: str = "object", search_path: Path | None = No
     module_name, sep, attribute = ref.partition(":")
     if not sep or not module_name or not attribute:
         raise UsageError(f"{what} {ref!r}: expected 'module:attribute', e.g. 'myapp.agents:triage'")
-    if search_path is not None and str(search_path) not in sys.path:
-        sys.path.insert(0, str(search_path))
     try:
-        if module_name.endswith(".py"):
-            module = _import_file(Path(module_name))
-        else:
-            module = importlib.import_module(module_name)
+        module = import_module(module_name, search_path=search_path)
     except ImportError as exc:
         raise UsageError(f"{what} {ref!r}: cannot import {module_name!r}: {exc}") from None
     target: Any = module
@@ -36,7 +32,23 @@ def load_object(ref: str, *, what: str = "object", search_path: Path | None = No
     return target
 
 
-def _import_file(path: Path) -> Any:
+def import_module(name: str, *, search_path: Path | None = None) -> ModuleType:
+    """`pkg.module` (imported with `search_path` first on sys.path) or `path/to/file.py`.
+
+    A relative file path is relative to `search_path` when given (else to the working
+    folder). Whatever the module raises while it runs propagates unchanged.
+    """
+    if search_path is not None and str(search_path) not in sys.path:
+        sys.path.insert(0, str(search_path))
+    if not name.endswith(".py"):
+        return importlib.import_module(name)
+    path = Path(name)
+    if search_path is not None and not path.is_absolute():
+        path = search_path / path
+    return _import_file(path)
+
+
+def _import_file(path: Path) -> ModuleType:
     if not path.is_file():
         raise ImportError(f"no such file {path}")
     # Keyed by content version too: a file edited since it was imported is imported afresh.
@@ -49,5 +61,10 @@ def _import_file(path: Path) -> Any:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        # As importlib does: a half-run module must not be found, half-built, next time.
+        del sys.modules[name]
+        raise
     return module

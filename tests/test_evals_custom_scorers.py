@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
+import orjson
 import pytest
 
 from agentbench import Runner, ScriptedModel, UsageError
+from agentbench.cli import main
+from agentbench.evals.dataset import load_suite
 from agentbench.evals.scorers import (
     SCORERS,
     Score,
@@ -17,6 +24,11 @@ from agentbench.evals.scorers import (
     scorer,
 )
 from agentbench.runtime.agent import Agent
+from agentbench.testing import OpenAICompatibleServer
+from tests.test_evals_dataset import isolated_plugins, write  # noqa: F401 - a fixture
+from tests.weather_suite import AGENT, respond
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -127,3 +139,117 @@ async def test_custom_type_imports_module_function(ctx, tmp_path) -> None:
     assert scores[0].reason == "scorer broken raised KeyError: 'missing'"
     assert scores[0].error is not None
     assert scores[1].reason.startswith("scorer confused returned yes; expected a Score, a bool")
+
+
+def test_the_scorer_api_is_importable_from_the_packages(tmp_path: Path) -> None:
+    from agentbench import TraceStore
+    from agentbench.evals import Score as PublicScore
+    from agentbench.evals import ScoreContext as PublicContext
+    from agentbench.evals import scorer as public_scorer
+    from agentbench.trace.store import TraceStore as StoreItself
+
+    assert (PublicScore, PublicContext, public_scorer) == (Score, ScoreContext, scorer)
+    assert TraceStore is StoreItself
+    # TraceStore pulls DuckDB in, and OpenAIModel the openai SDK: neither may slow down
+    # `import agentbench`, so both load when first used.
+    code = "import sys, agentbench; print(sorted({'duckdb', 'openai'} & set(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert done.stdout.strip() == "[]"
+
+
+async def test_a_scorer_function_is_usable_by_reference_and_takes_a_shorthand(
+    ctx, registry, tmp_path
+) -> None:
+    (tmp_path / "decorated.py").write_text(
+        "from agentbench.evals import scorer\n\n\n@scorer\n"
+        "def says(ctx, word: str) -> bool:\n    return word in ctx.output\n"
+    )
+    # A @scorer-decorated function named by `custom:` works like a plain function.
+    made = build_scorer(
+        "custom", {"function": f"{tmp_path / 'decorated.py'}:says", "params": {"word": "Ada"}}
+    )
+    assert (await made.score(ctx)).passed
+    # A function with one parameter takes it bare, as built-ins take their shorthand.
+    assert (await build_scorer("says", "Hello").score(ctx)).passed
+    assert not (await build_scorer("says", {"word": "Bye"}).score(ctx)).passed
+
+
+def readme_block(language: str, after: str) -> str:
+    """The first ```language block of README.md after the text `after`."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index(after)
+    found = re.search(rf"```{language}\n(.*?)```", text[start:], re.DOTALL)
+    assert found, f"no {language} block after {after!r} in README.md"
+    return found.group(1)
+
+
+@pytest.mark.usefixtures("isolated_plugins")
+async def test_the_readme_scorer_example_works_as_documented(tmp_path: Path, ctx) -> None:
+    code = readme_block("python", "**Your own scorers.**")
+    suite_yaml = readme_block("yaml", "**Your own scorers.**")
+    assert "from agentbench.evals import Score, ScoreContext, scorer" in code
+    write(tmp_path / "checks", {"__init__.py": "", "scorers.py": code})
+    write(tmp_path / "golden" / "weather", {"suite.yaml": suite_yaml})
+    suite = load_suite(tmp_path / "golden" / "weather")
+    assert suite.plugins == ["checks.scorers"]
+    specs = suite.expectations_for(suite.case("paris"))
+    assert [spec.name for spec in specs] == ["names_city", "tools_ok"]
+    scores = [await spec.build(base_dir=suite.root).score(ctx) for spec in specs]
+    # The context's run said "Hello, Ada!" without calling a tool.
+    assert [(s.name, s.passed, s.reason) for s in scores] == [
+        ("names_city", False, "failed"),
+        ("tools_ok", True, "0 of 0 tool calls ok"),
+    ]
+    # Every field the README's table lists is a field (or property) of ScoreContext.
+    table = (ROOT / "README.md").read_text().split("What a scorer sees, `ScoreContext`")[1]
+    documented = re.findall(r"^\| `(\w+)` \|", table.split("\n\n")[1], re.MULTILINE)
+    fields = set(ScoreContext.__dataclass_fields__) | {"runs"}
+    assert set(documented) == fields
+
+
+PLUGIN_SCORERS = """\
+from agentbench.evals import Score, ScoreContext, scorer
+
+
+@scorer
+def answers_with_degrees(ctx: ScoreContext) -> Score:
+    \"\"\"The answer gives a temperature.\"\"\"
+    ok = "degrees" in str(ctx.output)
+    return Score("answers_with_degrees", float(ok), ok, f"output: {ctx.output}")
+
+
+@scorer(pass_threshold=0.5)
+async def called_weather(ctx: ScoreContext, tool: str = "get_weather") -> float:
+    \"\"\"Share of the runs that called the tool.\"\"\"
+    return sum(step.kind == "tool_call" and step.signature[2] == tool for step in ctx.steps)
+"""
+
+
+@pytest.mark.usefixtures("isolated_plugins")
+def test_agentbench_run_scores_with_plugin_scorers(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The whole path: suite.yaml names plugin scorers; record live, then replay offline."""
+    write(tmp_path / "plugcheck_run", {"__init__.py": "", "scorers.py": PLUGIN_SCORERS})
+    folder = write(
+        tmp_path / "suites" / "plugged",
+        {
+            "agent.py": AGENT,
+            "suite.yaml": "agent: agent.py:agent\nmodel: {name: mini-model}\ncassettes: cassettes\n"
+            "plugins: [plugcheck_run.scorers]\nscorers: [answers_with_degrees]\n",
+            "cases/weather.yaml": "- id: paris\n  input: Weather in Paris?\n"
+            "  expect: [{called_weather: get_weather}]\n",
+        },
+    )
+    common = ["--no-report", "--json", "--db", str(tmp_path / "t.duckdb")]
+    with OpenAICompatibleServer(responder=respond) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "unused")
+        live = ["--live", "--record-mode", "all", "--base-url", server.base_url]
+        assert main(["run", str(folder), *live, *common]) == 0
+    capsys.readouterr()
+    assert main(["run", str(folder), *common]) == 0
+    [result] = orjson.loads(capsys.readouterr().out)["results"]
+    assert [(s["name"], s["passed"], s["reason"]) for s in result["scores"]] == [
+        ("answers_with_degrees", True, "output: Paris: 21 degrees."),
+        ("called_weather", True, "scored 1.00 (passes at 0.5)"),
+    ]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from agentbench.evals.dataset import Case, SuiteError, discover, load_suite
+from agentbench.evals.dataset import Case, ExpectationError, SuiteError, discover, load_suite
+from agentbench.evals.scorers import SCORERS
 from agentbench.replay.tool_policy import ToolPolicy
 from agentbench.runtime.models import Usage
 
@@ -372,3 +375,190 @@ def test_tool_policies_and_model_settings_are_checked_where_written(tmp_path: Pa
         "of: temperature, stream, extra_body, seed, stop, parallel_tool_calls, top_p, "
         "max_tokens, output_mode, tool_choice, model",
     ]
+
+
+@pytest.fixture
+def isolated_plugins() -> Iterator[None]:
+    """Plugins a test imports, the scorers they register and sys.path entries do not leak."""
+    path, modules, scorers = list(sys.path), set(sys.modules), dict(SCORERS)
+    yield
+    sys.path[:] = path
+    for name in set(sys.modules) - modules:
+        del sys.modules[name]
+    SCORERS.clear()
+    SCORERS.update(scorers)
+
+
+PLUGIN = """\
+from agentbench.evals import ScoreContext, scorer
+
+
+@scorer
+def names_city(ctx: ScoreContext, city: str) -> bool:
+    \"\"\"The final answer names the city.\"\"\"
+    return city in str(ctx.output)
+"""
+
+PLUGIN_SUITE = """\
+agent: agent.py:agent
+plugins:
+  - {module}
+  - local_checks.py
+scorers:
+  - short_answer
+cases:
+  - id: paris
+    input: How warm is Paris?
+    expect:
+      - names_city: {{city: Paris}}
+"""
+
+
+def test_plugins_register_scorers_before_expectations_are_checked(
+    tmp_path: Path, isolated_plugins: None
+) -> None:
+    # A package in the repository root, and a file beside suite.yaml.
+    write(tmp_path / "plugcheck_a", {"__init__.py": "", "scorers.py": PLUGIN})
+    folder = write(
+        tmp_path / "golden" / "weather",
+        {
+            "suite.yaml": PLUGIN_SUITE.format(module="plugcheck_a.scorers"),
+            "local_checks.py": "from agentbench.evals import scorer\n\n\n@scorer\n"
+            "def short_answer(ctx):\n    return len(str(ctx.output)) < 80\n",
+            "cases/more.yaml": "- id: oslo\n  input: Oslo?\n"
+            "  expect: [{names_city: {city: Oslo}}]\n",
+        },
+    )
+    suite = load_suite(folder)
+    assert suite.plugins == ["plugcheck_a.scorers", "local_checks.py"]
+    specs = suite.expectations_for(suite.case("paris"))
+    assert [(s.name, s.params, s.line) for s in specs] == [
+        ("short_answer", None, 6),
+        ("names_city", {"city": "Paris"}, 11),
+    ]
+    built = [spec.build(base_dir=suite.root) for spec in specs]
+    assert [b.name for b in built] == ["short_answer", "names_city"]
+    assert SCORERS["names_city"].source == "plugcheck_a.scorers:names_city"
+    # A case file's expectation is checked against the plugin's params model too.
+    (folder / "cases" / "more.yaml").write_text(
+        "- id: oslo\n  input: Oslo?\n  expect:\n    - names_city: {town: Oslo}\n"
+    )
+    assert problems_of(folder) == [
+        "cases/more.yaml:4:7: [0].expect[0].names_city.city: missing required field 'city'",
+        "cases/more.yaml:4:20: [0].expect[0].names_city.town: unknown field 'town'; expected "
+        "one of: city",
+    ]
+
+
+def test_a_plugin_that_fails_to_import_is_a_problem_at_its_entry(
+    tmp_path: Path, isolated_plugins: None
+) -> None:
+    write(
+        tmp_path / "plugcheck_b", {"__init__.py": "", "scorers.py": "raise RuntimeError('boom')\n"}
+    )
+    folder = write(
+        tmp_path / "golden" / "x",
+        {
+            "suite.yaml": """\
+                agent: a:b
+                description: >
+                  Plugins that cannot work,
+                  each reported where it is written.
+                scorers: [stop_reason]
+                plugins:
+                  - plugcheck_b.scorers
+                  - plugcheck_nowhere.scorers
+                  - missing.py
+                  - bad_syntax.py
+                  - plugcheck_b.scorers:polite
+                cases:
+                  - id: c
+                    input: hi
+                    expect: [polite, stop_reson]
+                """,
+            "bad_syntax.py": "def broken(:\n",
+        },
+    )
+    problems = problems_of(folder)
+    assert problems[0] == (
+        "suite.yaml:7:5: plugins[0]: importing 'plugcheck_b.scorers' raised RuntimeError: boom"
+    )
+    assert problems[1] == (
+        "suite.yaml:8:5: plugins[1]: cannot import 'plugcheck_nowhere.scorers': No module named "
+        f"'plugcheck_nowhere' (modules are imported from the repository root, {tmp_path})"
+    )
+    assert problems[2] == (
+        f"suite.yaml:9:5: plugins[2]: no such file {folder.resolve() / 'missing.py'} (a plugin "
+        "file is relative to the suite folder)"
+    )
+    assert problems[3].startswith(
+        "suite.yaml:10:5: plugins[3]: importing 'bad_syntax.py' raised SyntaxError:"
+    )
+    assert problems[4] == (
+        "suite.yaml:11:5: plugins[4]: expected a module (e.g. 'checks.scorers') or a file "
+        "('path/to/file.py'); got 'plugcheck_b.scorers:polite' (a plugin is a whole module: "
+        "write 'plugcheck_b.scorers')"
+    )
+    # The scorer a broken plugin would have registered is blamed on the plugins; a typo of a
+    # built-in name is still told as a typo.
+    assert problems[5] == (
+        "suite.yaml:15:14: cases[0].expect[0]: unknown scorer 'polite'; plugins[0] "
+        "('plugcheck_b.scorers'), plugins[1] ('plugcheck_nowhere.scorers'), plugins[2] "
+        "('missing.py'), plugins[3] ('bad_syntax.py') failed to import, so the scorers they "
+        "register are unknown"
+    )
+    assert problems[6].startswith(
+        "suite.yaml:15:22: cases[0].expect[1]: unknown scorer 'stop_reson'; expected one of: "
+        "stop_reason, "
+    )
+    assert len(problems) == 7
+    # A module that raised is not left half-imported: loaded again, it fails again; fixed, it
+    # loads.
+    assert problems_of(folder) == problems
+    (tmp_path / "plugcheck_b" / "scorers.py").write_text(PLUGIN)
+    (folder / "suite.yaml").write_text(
+        "agent: a:b\nplugins: [plugcheck_b.scorers]\ncases:\n  - id: c\n    input: hi\n"
+        "    expect: [{names_city: Paris}]\n"
+    )
+    assert load_suite(folder).plugins == ["plugcheck_b.scorers"]
+
+
+def test_an_unknown_scorer_says_how_to_register_one(tmp_path: Path) -> None:
+    folder = write(
+        tmp_path / "golden" / "unknown",
+        {"suite.yaml": "agent: a:b\nscorers:\n  - politeness: {min: 1}\n"},
+    )
+    [problem] = problems_of(folder)
+    assert problem.startswith("suite.yaml:3:5: scorers[0].politeness: unknown scorer 'politeness'")
+    assert problem.endswith(
+        "a @scorer function is known by its name once its module is imported: list the module "
+        "under plugins: in suite.yaml (e.g. plugins: [checks.scorers])"
+    )
+
+
+def test_a_custom_scorer_that_does_not_import_names_its_expectation(
+    tmp_path: Path, isolated_plugins: None
+) -> None:
+    folder = write(
+        tmp_path / "golden" / "custom",
+        {
+            "suite.yaml": "agent: a:b\n",
+            "cases/c.yaml": """\
+                - id: c
+                  input: hi
+                  expect:
+                    - stop_reason
+                    - custom: {function: "plugcheck_gone.checks:polite"}
+                """,
+        },
+    )
+    suite = load_suite(folder)  # nothing is imported yet: the reference is well formed
+    spec = suite.expectations_for(suite.case("c"))[-1]
+    with pytest.raises(ExpectationError) as caught:
+        spec.build(base_dir=suite.root)
+    assert str(caught.value) == (
+        f"{folder / 'cases' / 'c.yaml'}:5:7: [0].expect[1].custom.function: custom scorer "
+        "'plugcheck_gone.checks:polite': cannot import 'plugcheck_gone.checks': No module named "
+        "'plugcheck_gone'"
+    )
+    assert caught.value.field == "function" and caught.value.scorer == "custom"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ from jsonschema import Draft202012Validator
 from agentbench.cli import main
 from agentbench.evals.dataset import case_json_schema, suite_json_schema
 from tests.test_evals_dataset import CASES_YAML, SUITE
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +96,57 @@ def test_schema_command_defaults_to_schema_in_the_current_folder(
     monkeypatch.chdir(tmp_path)
     assert main(["schema"]) == 0
     assert (tmp_path / "schema" / "case.schema.json").is_file()
+
+
+def test_shipped_schemas_are_what_the_schema_command_writes(tmp_path: Path) -> None:
+    """schema/*.json follow the models; after changing one, run `agentbench schema`."""
+    # A fresh interpreter: scorers registered by other tests must not leak into the files.
+    written = tmp_path / "schema"
+    done = subprocess.run(
+        [sys.executable, "-m", "agentbench", "schema", "--out", str(written)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    for name in ("suite.schema.json", "case.schema.json"):
+        shipped = json.loads((ROOT / "schema" / name).read_text())
+        assert shipped == json.loads((written / name).read_text()), f"regenerate schema/{name}"
+    suite = json.loads((written / "suite.schema.json").read_text())
+    assert suite["properties"]["plugins"]["items"]["type"] == "string"
+
+
+def test_plugins_in_the_schema_and_plugin_scorers_with_schema_plugin(
+    tmp_path: Path, suite_validator, monkeypatch
+) -> None:
+    document = {"agent": "a:b", "plugins": ["checks.scorers", "local.py"], "scorers": []}
+    assert errors(suite_validator, document) == []
+    assert errors(suite_validator, {**document, "plugins": ["checks.scorers:polite"]}) != []
+    # Editors learn a project's own scorers from `agentbench schema --plugin`.
+    (tmp_path / "schema_plugin_checks.py").write_text(
+        "from agentbench.evals import scorer\n\n\n@scorer\n"
+        "def polite(ctx, min_words: int = 1) -> bool:\n    return True\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentbench", "schema", "--plugin", "schema_plugin_checks"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    with_plugin = Draft202012Validator(
+        json.loads((tmp_path / "schema" / "suite.schema.json").read_text())
+    )
+    assert errors(with_plugin, {"agent": "a:b", "scorers": [{"polite": {"min_words": 2}}]}) == []
+    assert errors(with_plugin, {"agent": "a:b", "scorers": [{"polite": {"min_word": 2}}]}) != []
+    broken = subprocess.run(
+        [sys.executable, "-m", "agentbench", "schema", "--plugin", "no_such_plugin_module"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert broken.returncode == 2
+    assert (
+        "--plugin 'no_such_plugin_module': importing it raised ModuleNotFoundError" in broken.stderr
+    )

@@ -316,11 +316,17 @@ def test_comparison_renders_with_only_the_required_keys(tmp_path: Path) -> None:
 
 def test_report_cli_renders_latest(reports: SimpleNamespace, tmp_path: Path, capsys) -> None:
     db = str(reports.store.path)
-    assert main(["report", "latest", "--db", db, "--out", str(tmp_path)]) == 0
+    assert main(["report", "latest", "--db", db, "--report-dir", str(tmp_path)]) == 0
     assert (tmp_path / "eval_cur" / "index.html").is_file()
     assert "report of eval eval_cur" in capsys.readouterr().out
-    assert main(["report", "eval_nope", "--db", db, "--out", str(tmp_path)]) == 2
+    assert main(["report", "eval_nope", "--db", db, "--report-dir", str(tmp_path)]) == 2
     assert "no eval 'eval_nope'" in capsys.readouterr().err
+    # --out, the option's old name, still works, says it is deprecated, and is not advertised.
+    assert main(["report", "latest", "--db", db, "--out", str(tmp_path / "old")]) == 0
+    assert (tmp_path / "old" / "eval_cur" / "index.html").is_file()
+    assert "--out is deprecated; use --report-dir" in capsys.readouterr().err
+    assert main(["report", "--help"]) == 0
+    assert "--out" not in capsys.readouterr().out
 
 
 def test_render_report_of_unknown_eval_names_the_store(reports: SimpleNamespace) -> None:

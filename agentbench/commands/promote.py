@@ -50,7 +50,14 @@ def case_entry(case_id: str, info: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-@click.command()
+@click.command(
+    epilog="""\b
+Examples:
+  agentbench promote run_630e997e4ac54a5a8c591e404b948c8e --suite golden/sre
+  agentbench promote run_630e997e4ac54a5a8c591e404b948c8e --suite golden/sre --id disk-full \\
+      --db prod-traces.duckdb
+""",
+)
 @click.argument("run_id")
 @click.option(
     "--suite",

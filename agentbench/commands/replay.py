@@ -59,7 +59,13 @@ def _emit(data: dict[str, Any] | str, as_json: bool) -> None:
         click.echo(redactor.text(str(data)))
 
 
-@click.command()
+@click.command(
+    epilog="""\b
+Examples:
+  agentbench replay replays/weather.yaml --strict
+  agentbench replay run_630e997e --agent myapp.agents:weather --tool search=recorded
+""",
+)
 @click.argument("target")
 @click.option("--agent", "agent_ref", help="The agent to replay, as module:attribute.")
 @click.option("--strict", is_flag=True, help="Treat request drift as a divergence.")
@@ -89,8 +95,15 @@ def _emit(data: dict[str, Any] | str, as_json: bool) -> None:
     type=click.Choice([m.value for m in RecordMode]),
     default="none",
     show_default=True,
+    help="none: replay only; once: the same (the recording exists); new_episodes: record the "
+    "calls beyond the recording; all: call the model every time and record anew.",
 )
-@click.option("--model", "model_name", default=None, help="Live model name (with --live-from).")
+@click.option(
+    "--model",
+    "model_name",
+    default=None,
+    help="Live model name (with --live-from, or --record-mode new_episodes|all).",
+)
 @click.option(
     "--save",
     "save_to",
@@ -129,6 +142,12 @@ def replay(
     path = Path(target)
     if path.is_file():
         report = asyncio.run(replayer.replay(path, save_to=save_to))
+    elif path.suffix in (".yaml", ".yml", ".json") or "/" in target or os.sep in target:
+        # Written as a path, so meant as a cassette: "no such run id" would mislead.
+        raise UsageError(
+            f"cassette file {target} does not exist (a TARGET ending in .yaml, .yml or .json, "
+            "or containing '/', is a cassette path; a run id is neither)"
+        )
     else:
         if agent_ref is None:
             raise UsageError(
@@ -141,7 +160,13 @@ def replay(
     return EXIT_DIVERGED if report.diverged else EXIT_UNCHANGED
 
 
-@click.command()
+@click.command(
+    epilog="""\b
+Examples:
+  agentbench diff run_630e997e run_8950e51f
+  agentbench diff eval_20250130T090000_1a2b3c eval_20250131T090000_4d5e6f --json
+""",
+)
 @click.argument("run_a")
 @click.argument("run_b")
 @click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON.")

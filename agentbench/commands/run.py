@@ -42,7 +42,15 @@ from agentbench.report import write_report
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 
 
-@click.command("run")
+@click.command(
+    "run",
+    epilog="""\b
+Examples:
+  agentbench run golden/
+  agentbench run golden/ --filter tag:smoke --trials 3 --junit junit.xml --baseline latest
+  agentbench run golden/sre --live --record-mode all --model gpt-4o-mini
+""",
+)
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path), required=True)
 @click.option(
     "--trials",
@@ -51,7 +59,14 @@ EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
     default=None,
     help="Runs of each case (default: each suite's own).",
 )
-@click.option("--concurrency", "-n", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option(
+    "--concurrency",
+    "-n",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Trials run at once, over all suites.",
+)
 @click.option(
     "--filter",
     "filters",

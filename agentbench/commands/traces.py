@@ -70,12 +70,26 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-@click.group("traces")
+@click.group(
+    "traces",
+    epilog="""\b
+Examples:
+  agentbench traces list --since 2h
+  agentbench traces show run_630e997e --json
+""",
+)
 def traces() -> None:
     """Recorded runs: list, show a timeline, query with SQL, export and import."""
 
 
-@traces.command("list")
+@traces.command(
+    "list",
+    epilog="""\b
+Examples:
+  agentbench traces list --agent weather --stop-reason loop_detected --since 7d
+  agentbench traces list --status incomplete --limit 5 --json
+""",
+)
 @store_options
 @click.option("--agent", help="Only runs of this agent.")
 @click.option("--status", type=click.Choice([s.value for s in RunStatus]), help="Only this status.")
@@ -83,7 +97,13 @@ def traces() -> None:
     "--stop-reason", type=click.Choice([s.value for s in StopReason]), help="Only this stop reason."
 )
 @click.option("--since", help="Only runs started since: a date, a time, or an age (2h, 7d).")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="At most this many runs, newest first.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run.")
 def list_runs(
     db: Path | None,
@@ -115,7 +135,14 @@ def list_runs(
     click.echo(f"\n{len(runs)} run(s), newest first; `agentbench traces show RUN_ID` for one")
 
 
-@traces.command("show")
+@traces.command(
+    "show",
+    epilog="""\b
+Examples:
+  agentbench traces show run_630e997e
+  agentbench traces show run_630e997e --json > run.json
+""",
+)
 @store_options
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="The whole trace as one JSON document.")
@@ -133,7 +160,15 @@ def show(db: Path | None, wait_s: float, run_id: str, as_json: bool) -> None:
     click.echo(render.timeline(trace))
 
 
-@traces.command("sql")
+@traces.command(
+    "sql",
+    epilog="""\b
+Examples:
+  agentbench traces sql "SELECT agent, count(*) AS runs FROM runs GROUP BY agent"
+  agentbench traces sql "SELECT tool, result_kind, count(*) FROM tool_calls GROUP BY ALL" \\
+      --format csv
+""",
+)
 @store_options
 @click.argument("query")
 @click.option(
@@ -142,9 +177,14 @@ def show(db: Path | None, wait_s: float, run_id: str, as_json: bool) -> None:
     type=click.Choice(["table", "csv", "json"]),
     default="table",
     show_default=True,
+    help="table for people; csv or json (a list of objects) for programs.",
 )
 @click.option(
-    "--max-width", type=click.IntRange(min=8), default=render.CELL_CHARS, show_default=True
+    "--max-width",
+    type=click.IntRange(min=8),
+    default=render.CELL_CHARS,
+    show_default=True,
+    help="Table format: cut each cell to this many characters.",
 )
 def sql(db: Path | None, wait_s: float, query: str, output: str, max_width: int) -> None:
     """Run a read-only SQL query over the store (tables: runs, llm_calls, tool_calls, …)."""
@@ -163,11 +203,23 @@ def sql(db: Path | None, wait_s: float, query: str, output: str, max_width: int)
         click.echo(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
 
 
-@traces.command("export")
+@traces.command(
+    "export",
+    epilog="""\b
+Examples:
+  agentbench traces export lake/ --partition-by date
+  agentbench traces export backup/ --db ci/traces.duckdb
+""",
+)
 @store_options
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
-    "--format", "file_format", type=click.Choice(["parquet"]), default="parquet", show_default=True
+    "--format",
+    "file_format",
+    type=click.Choice(["parquet"]),
+    default="parquet",
+    show_default=True,
+    help="File format of the tables (Parquet is the only one so far).",
 )
 @click.option(
     "--partition-by",
@@ -187,7 +239,14 @@ def export(
     click.echo(f"exported to {directory} ({file_format}): {counts}")
 
 
-@traces.command("import")
+@traces.command(
+    "import",
+    epilog="""\b
+Examples:
+  agentbench traces import lake/
+  agentbench traces import backup/ --db merged.duckdb
+""",
+)
 @store_options
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
 def import_(db: Path | None, wait_s: float, directory: Path) -> None:

@@ -13,11 +13,12 @@ for suite in found.suites:
 ```
 
 The models live in `suite_models`, `case_models` and `expectations`, the file reading in
-`suite_files`, the schemas in `suite_schema`; import them from here.
+`suite_files`, the schemas in `suite_schema`; import them from here. A suite's `plugins` are
+imported while it loads, so the `@scorer` functions they define can be named in expectations.
 """
 
 from agentbench.evals.case_models import Case, CaseContext
-from agentbench.evals.errors import Problem, SuiteError
+from agentbench.evals.errors import ExpectationError, Problem, SuiteError, UnknownScorerError
 from agentbench.evals.expectations import ScorerSpec, parse_expectation
 from agentbench.evals.suite_files import DiscoveryResult, discover, load_suite
 from agentbench.evals.suite_models import Pricing, Suite, SuiteModel, ToolsConfig
@@ -27,6 +28,7 @@ __all__ = [
     "Case",
     "CaseContext",
     "DiscoveryResult",
+    "ExpectationError",
     "Pricing",
     "Problem",
     "ScorerSpec",
@@ -34,6 +36,7 @@ __all__ = [
     "SuiteError",
     "SuiteModel",
     "ToolsConfig",
+    "UnknownScorerError",
     "case_json_schema",
     "discover",
     "load_suite",

@@ -74,3 +74,36 @@ class ScorerConfigError(UsageError):
         self.problems = problems or [FieldProblem(loc, message)]
         where = ".".join(part for part in (scorer, field) if part)
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class UnknownScorerError(ScorerConfigError):
+    """No scorer type is registered under `name`; `known` lists those that are, closest first."""
+
+    def __init__(self, name: str, known: list[str], hint: str = "") -> None:
+        self.name = name
+        self.known = known
+        self.hint = hint  # empty when the name looks like a typo of a known one
+        super().__init__(
+            f"unknown scorer {name!r}; expected one of: {', '.join(known)}{hint}", scorer=name
+        )
+
+
+class ExpectationError(ScorerConfigError):
+    """A loaded expectation whose scorer cannot be built, told where it was written.
+
+    Scorers are built when the harness runs, long after the suite loaded: a custom scorer's
+    function may not import, and the person fixing it needs the file and line, not the name.
+    """
+
+    def __init__(self, cause: ScorerConfigError, problem: Problem) -> None:
+        super().__init__(
+            cause.message,
+            field=cause.field,
+            scorer=cause.scorer,
+            loc=cause.loc,
+            problems=cause.problems,
+        )
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return str(self.problem)

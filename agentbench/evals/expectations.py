@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, WithJsonSchema
 
-from agentbench.evals.errors import ScorerConfigError
+from agentbench.evals.errors import ExpectationError, Problem, ScorerConfigError
 from agentbench.evals.scorers import Scorer, build_scorer, scorer_type
 from agentbench.evals.scorers.schema import EXPECTATION_DEF
 from agentbench.evals.validation import show
@@ -37,8 +37,20 @@ class ScorerSpec:
         return f"{self.file}:{self.line}" if self.line is not None else str(self.file)
 
     def build(self, base_dir: Path | None = None) -> Scorer:
-        """The scorer; `base_dir` is where custom scorers are imported from (`suite.root`)."""
-        return build_scorer(self.name, self.params, base_dir=base_dir)
+        """The scorer; `base_dir` is where custom scorers are imported from (`suite.root`).
+
+        An expectation read from a file that cannot be built (a custom scorer's function that
+        does not import) raises ExpectationError naming the file, line and field.
+        """
+        try:
+            return build_scorer(self.name, self.params, base_dir=base_dir)
+        except ScorerConfigError as exc:
+            if self.file is None:
+                raise
+            loc = [part for part in (self.field, self.name, exc.field) if part]
+            field = ".".join(loc).replace(".[", "[")
+            problem = Problem(self.file, exc.message, self.line, self.column, field)
+            raise ExpectationError(exc, problem) from None
 
 
 def split_expectation(raw: Any) -> tuple[str, Any]:

@@ -2,9 +2,11 @@
 
 A suite folder holds `suite.yaml` (cases may be written inline under `cases:`) and case files
 under `cases/` (`*.yaml`, `*.yml`: one case, a list of cases, or `{cases: [...]}`; `*.jsonl`:
-one case per line), read in name order after the inline cases. Every problem is collected
-with its file, line, column and field path before anything fails, so one run of the loader
-lists everything to fix; `discover` keeps going past a bad suite, so one never hides another.
+one case per line), read in name order after the inline cases. The suite's `plugins` are
+imported before any expectation is checked, so the scorers they register are known by name.
+Every problem is collected with its file, line, column and field path before anything fails,
+so one run of the loader lists everything to fix; `discover` keeps going past a bad suite, so
+one never hides another.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from agentbench.evals.case_models import NAME_PATTERN, Case, input_problem
-from agentbench.evals.errors import Problem, ScorerConfigError, SuiteError
+from agentbench.evals.errors import Problem, ScorerConfigError, SuiteError, UnknownScorerError
 from agentbench.evals.expectations import ScorerSpec, split_expectation
 from agentbench.evals.scorers import scorer_type
-from agentbench.evals.suite_models import Suite
-from agentbench.evals.validation import explain, field_path, show
+from agentbench.evals.suite_models import Suite, import_plugin
+from agentbench.evals.validation import PLUGIN_PATTERN, explain, field_path, show
 from agentbench.evals.yaml_source import Position, YamlDocument, YamlSyntaxError, load_yaml
 
 SUITE_FILE = "suite.yaml"
@@ -126,6 +128,7 @@ class _SuiteReader:
         self.folder = folder
         self.problems: list[Problem] = []
         self.case_origin: dict[str, tuple[Path, int | None]] = {}
+        self.broken_plugins: list[str] = []  # "plugins[0] ('checks.scorers')"
 
     def sorted_problems(self) -> list[Problem]:
         """In reading order: file by file (suite.yaml first), line by line within each."""
@@ -163,6 +166,8 @@ class _SuiteReader:
                     "digits, '_', '.', '-'); set name: in suite.yaml",
                 )
                 raw["name"] = "_"  # reported above; keeps the model from reporting it again
+        # Before any expectation is checked: plugins register the scorers they may name.
+        self._import_plugins(raw.get("plugins"), file, document)
         if "scorers" in raw:
             raw["scorers"] = self._specs(raw["scorers"], file, document, ("scorers",))
         inline = raw.pop("cases", None)
@@ -284,7 +289,18 @@ class _SuiteReader:
                 cases.append(case)
         return cases
 
-    # -- cases and expectations ---------------------------------------------------------
+    # -- plugins, cases and expectations -----------------------------------------------
+    def _import_plugins(self, raw: Any, file: Path, document: YamlDocument) -> None:
+        if not isinstance(raw, list):
+            return  # nothing to import, or a wrong type the model will report
+        for index, ref in enumerate(raw):
+            if not isinstance(ref, str) or not re.match(PLUGIN_PATTERN, ref):
+                continue  # the model reports it
+            problem = import_plugin(ref, self.folder)
+            if problem is not None:
+                self._add(file, document, ("plugins", index), problem)
+                self.broken_plugins.append(f"plugins[{index}] ({ref!r})")
+
     def _cases(self, raw: list[Any], file: Path, where: Positions, loc: Loc) -> list[Case]:
         cases = []
         for index, item in enumerate(raw):
@@ -346,6 +362,9 @@ class _SuiteReader:
             name_loc = item_loc if isinstance(item, str) else (*item_loc, name)
             try:
                 scorer_type(name).validate(params)
+            except UnknownScorerError as exc:
+                self._add(file, where, name_loc, self._unknown(exc))
+                continue
             except ScorerConfigError as exc:
                 for problem in exc.problems:
                     self._add(file, where, (*name_loc, *problem.loc), problem.message)
@@ -362,6 +381,16 @@ class _SuiteReader:
                 )
             )
         return specs
+
+    def _unknown(self, exc: UnknownScorerError) -> str:
+        """Blame a plugin that did not import rather than list every scorer there is."""
+        if not self.broken_plugins or not exc.hint:
+            return exc.message
+        they = "it registers" if len(self.broken_plugins) == 1 else "they register"
+        return (
+            f"unknown scorer {exc.name!r}; {', '.join(self.broken_plugins)} failed to import, "
+            f"so the scorers {they} are unknown"
+        )
 
     def _validate(
         self, model: type[BaseModel], data: dict[str, Any], file: Path, where: Positions, loc: Loc

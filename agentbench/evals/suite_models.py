@@ -4,13 +4,17 @@ A suite is a folder: `suite.yaml` (this `Suite` model) and case files under `cas
 in a suite resolve by two rules:
 
 * the **repository root** is the parent of the folder holding the suite folders
-  (`golden/weather/suite.yaml` → the folder holding `golden/`); `agent`, `setup` and custom
-  scorers written `package.module:attribute` are imported with it on `sys.path`, and the
-  default cassette folder is `<root>/replays/<suite name>`;
-* anything written as a path (`cassettes:`, `agent: agent.py:weather`) is relative to the
-  **suite folder**, like every path in a configuration file.
+  (`golden/weather/suite.yaml` → the folder holding `golden/`); `agent`, `setup`, `plugins`
+  and custom scorers written `package.module:attribute` are imported with it on `sys.path`,
+  and the default cassette folder is `<root>/replays/<suite name>`;
+* anything written as a path (`cassettes:`, `agent: agent.py:weather`, `plugins:
+  [checks.py]`) is relative to the **suite folder**, like every path in a configuration file
+  (a custom scorer's `function: path/to/file.py:name` is the exception: it is relative to
+  the repository root, where its module form is imported from).
 
-Nothing is imported while a suite loads; `Suite.load_object` does it when the harness asks.
+Only `plugins` are imported while a suite loads (`import_plugin`), because the scorers they
+register must be known before the expectations naming them are checked; everything else is
+imported by `Suite.load_object` when the harness asks.
 """
 
 from __future__ import annotations
@@ -24,14 +28,20 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    WithJsonSchema,
     field_validator,
 )
 
 from agentbench.errors import UsageError
 from agentbench.evals.case_models import NAME_PATTERN, Case, check_name
 from agentbench.evals.expectations import Expectations, ScorerSpec
-from agentbench.evals.validation import REFERENCE_PATTERN, check_reference
-from agentbench.loading import load_object
+from agentbench.evals.validation import (
+    PLUGIN_PATTERN,
+    REFERENCE_PATTERN,
+    check_plugin,
+    check_reference,
+)
+from agentbench.loading import import_module, load_object
 from agentbench.replay.tool_policy import ToolPolicies, ToolPolicy
 from agentbench.runtime.agent import ModelSettings
 from agentbench.runtime.models import Usage
@@ -99,6 +109,42 @@ class ToolsConfig(BaseModel):
         )
 
 
+def repository_root(folder: Path) -> Path:
+    """The repository root of the suite in `folder`: the parent of the folder holding it."""
+    return folder.resolve().parent.parent
+
+
+def import_plugin(ref: str, folder: Path) -> str | None:
+    """Import the `plugins:` entry `ref` of the suite in `folder`; None, or what went wrong.
+
+    `pkg.module` is imported from the repository root, `path/to/file.py` is relative to the
+    suite folder. Anything the module raises while it runs is reported, never raised: one
+    broken plugin is a problem of its suite, not a crash of the whole run.
+    """
+    root = repository_root(folder)
+    path = (folder / ref).resolve() if ref.endswith(".py") else None
+    if path is not None and not path.is_file():
+        return f"no such file {path} (a plugin file is relative to the suite folder)"
+    try:
+        import_module(str(path) if path else ref, search_path=root)
+    except (Exception, SystemExit) as exc:
+        missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+        if path is None and missing and (ref == missing or ref.startswith(f"{missing}.")):
+            return (
+                f"cannot import {ref!r}: {exc} (modules are imported from the repository "
+                f"root, {root})"
+            )
+        return f"importing {ref!r} raised {type(exc).__name__}: {exc}"
+    return None
+
+
+Plugin = Annotated[
+    str,
+    AfterValidator(check_plugin),
+    WithJsonSchema({"type": "string", "pattern": PLUGIN_PATTERN}),
+]
+
+
 class Suite(BaseModel):
     """A golden suite: the agent, how to run and score it, and its cases."""
 
@@ -116,6 +162,12 @@ class Suite(BaseModel):
     )
     model: SuiteModel | None = Field(None, description="The model the agent runs on live.")
     judge: str | None = Field(None, description="Model name for llm_judge expectations.")
+    plugins: list[Plugin] = Field(
+        default_factory=list,
+        description="Modules (package.module, from the repository root) or files "
+        "(path/to/file.py, in the suite folder) imported before the expectations are checked, "
+        "so the scorers they define with @scorer can be named like built-in ones.",
+    )
     scorers: Expectations = Field(
         default_factory=list,
         description="Expectations applied to every case; a case's expectation of the same "
@@ -170,7 +222,7 @@ class Suite(BaseModel):
     @property
     def root(self) -> Path:
         """The repository root: the parent of the folder holding the suite folders."""
-        return self._path.resolve().parent.parent
+        return repository_root(self._path)
 
     @property
     def cassette_dir(self) -> Path:

@@ -205,3 +205,20 @@ def check_reference(value: str, example: str) -> str:
             f"got {value!r}"
         )
     return value
+
+
+# A suite plugin is a whole module: `pkg.module`, or a file `path/to/file.py`.
+PLUGIN_PATTERN = r"^(?:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*|[^:\s][^:]*\.py)$"
+
+
+def check_plugin(value: str) -> str:
+    """`value` if it names a module or a .py file, else ValueError saying which forms work."""
+    if re.match(PLUGIN_PATTERN, value):
+        return value
+    hint = ""
+    if re.match(REFERENCE_PATTERN, value):
+        hint = f" (a plugin is a whole module: write {value.partition(':')[0]!r})"
+    raise ValueError(
+        f"expected a module (e.g. 'checks.scorers') or a file ('path/to/file.py'); "
+        f"got {value!r}{hint}"
+    )

@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, Field, field_validator
 
-from agentbench.errors import ScriptExhaustedError
+from agentbench.errors import ScriptExhaustedError, UsageError
 from agentbench.runtime.tokens import estimate_request_tokens, estimate_tokens
 
 TextDeltaHandler: TypeAlias = Callable[[str], None]
@@ -213,11 +213,51 @@ class CallInfo:
 
 ModelFunction: TypeAlias = Callable[[dict[str, Any], CallInfo], "Any | Awaitable[Any]"]
 
+EXPECTED_SIGNATURE = (
+    "fn(request) or fn(request, info), where request is the chat-completions request body (a "
+    "dict) and info a CallInfo, returning what a ScriptedModel script holds (text, a ToolCall, "
+    "a list of ToolCalls, a ChatResponse), or an awaitable of it"
+)
+
+
+def model_function(fn: Callable[..., Any], what: str) -> ModelFunction:
+    """`fn` as a `(request, info)` function, if it takes `(request)` or `(request, info)`.
+
+    FunctionModel and OpenAICompatibleServer take the same functions (a reference policy that
+    reads only the request works in both); a function of another shape fails here, where it
+    is passed, instead of at the first model call deep inside a run.
+    """
+    if not callable(fn):
+        raise UsageError(f"{what}: expected {EXPECTED_SIGNATURE}; got {type(fn).__name__}")
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # some builtins have no signature: trust the caller
+        return fn
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    keyword_only = [p for p in parameters if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    if keyword_only or len(required) > 2 or not (positional or varargs):
+        name = getattr(fn, "__qualname__", type(fn).__name__)
+        raise UsageError(
+            f"{what}: {name}{inspect.signature(fn)} has the wrong signature; expected "
+            f"{EXPECTED_SIGNATURE}"
+        )
+    if varargs or len(positional) >= 2:
+        return fn
+    return lambda request, _info: fn(request)
+
 
 class FunctionModel:
-    """A model whose every answer is computed by a function of the request."""
+    """A model whose every answer is computed by a function of the request.
 
-    def __init__(self, fn: ModelFunction, *, name: str = "function") -> None:
+    `fn(request)` or `fn(request, info)` (sync or async): `request` is the chat-completions body
+    the runner built, `info` a `CallInfo` (index of the call, model name, tool names). It
+    returns what a ScriptedModel script holds: text, a ToolCall, a list of them, a ChatResponse.
+    """
+
+    def __init__(self, fn: Callable[..., Any], *, name: str = "function") -> None:
+        self._call = model_function(fn, "FunctionModel")
         self.fn = fn
         self.name = name
         self.requests: list[dict[str, Any]] = []
@@ -232,7 +272,7 @@ class FunctionModel:
             model=self.name,
             tools=[t["function"]["name"] for t in request.get("tools", ())],
         )
-        item = self.fn(request, info)
+        item = self._call(request, info)
         if inspect.isawaitable(item):
             item = await item
         response = to_response(item, request, self.name)

@@ -6,6 +6,7 @@ is a real HTTP server on 127.0.0.1 for exercising `OpenAIModel` through the real
 
 from agentbench.runtime.models import CallInfo, FunctionModel, ScriptedModel
 from agentbench.testing.server import (
+    CutStream,
     Delay,
     HTTPFault,
     OpenAICompatibleServer,
@@ -17,6 +18,7 @@ from agentbench.testing.server import (
 
 __all__ = [
     "CallInfo",
+    "CutStream",
     "Delay",
     "FunctionModel",
     "HTTPFault",

@@ -2,13 +2,16 @@
 
 It speaks `/v1/chat/completions` (plain JSON and server-sent-event streams) and `/v1/models`,
 answering from a script — the same items `ScriptedModel` takes, plus faults: an HTTP error with
-headers, a delay, a raw body. It records every request it received (body and headers), so a
-test can assert what the real openai SDK actually put on the wire. Streams split text into
-words and tool-call arguments into small fragments, as real providers do.
+headers, a delay, a raw body, a stream cut off part-way (`CutStream`) — and, once the script
+is used up, from `responder`, a function of the same shape `FunctionModel` takes (`fn(request)`
+or `fn(request, info)`). It records every request it received (body and headers), so a test
+can assert what the real openai SDK actually put on the wire. Streams split text into words
+and tool-call arguments into small fragments, as real providers do.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import json
@@ -21,7 +24,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from agentbench.runtime.completions import completion_body, stream_chunks
-from agentbench.runtime.models import ChatResponse, to_response
+from agentbench.runtime.models import (
+    CallInfo,
+    ChatResponse,
+    ModelFunction,
+    model_function,
+    to_response,
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,27 @@ class RawBody:
     content_type: str = "application/json"
 
 
+@dataclass(frozen=True)
+class CutStream:
+    """Start answering `reply`, then close the connection part-way (a dropped or cut stream).
+
+    A stream sends its first `after_chunks` chunks (0: an empty 200 event stream; None: every
+    chunk before the finish_reason), then the finish_reason chunk and usage only if `finish`,
+    then `data: [DONE]` only if `done`. `partial=True` adds the first half of the next event,
+    cut mid-JSON. The body is close-delimited, so the client sees a clean end of stream;
+    `chunked=True` sends it with chunked transfer encoding and never sends the last chunk, so
+    the client sees a broken connection instead (the openai SDK raises `APIConnectionError`).
+    A request that does not stream gets half of its JSON body before the connection closes.
+    """
+
+    after_chunks: int | None = None
+    finish: bool = False
+    done: bool = False
+    partial: bool = False
+    chunked: bool = False
+    reply: Any = "The whole answer, never delivered in full."
+
+
 @dataclass
 class ReceivedRequest:
     path: str
@@ -57,11 +87,16 @@ class ReceivedRequest:
     body: dict[str, Any]
 
 
-Responder = Callable[[dict[str, Any]], Any]
+# fn(request) or fn(request, info), sync or async: model_function checks it when it is passed.
+Responder = Callable[..., Any]
 
 
 class OpenAICompatibleServer:
-    """Start with `with OpenAICompatibleServer(script) as server:`; use `server.base_url`."""
+    """Start with `with OpenAICompatibleServer(script) as server:`; use `server.base_url`.
+
+    Requests are answered from `script` first, then by `responder(request)` or
+    `responder(request, info)` (`info` a CallInfo), exactly as FunctionModel calls its function.
+    """
 
     def __init__(
         self,
@@ -72,7 +107,9 @@ class OpenAICompatibleServer:
         fragment_chars: int = 7,
     ) -> None:
         self._script: deque[Any] = deque(script)
-        self._responder = responder
+        self._responder: ModelFunction | None = (
+            None if responder is None else model_function(responder, "responder")
+        )
         self.model = model
         self.fragment_chars = fragment_chars
         self.requests: list[ReceivedRequest] = []
@@ -128,20 +165,27 @@ class OpenAICompatibleServer:
     def remaining(self) -> int:
         return len(self._script)
 
-    def _next_item(self, body: dict[str, Any]) -> Any:
+    def _next_item(self, body: dict[str, Any], info: CallInfo) -> Any:
         with self._lock:
             if self._script:
                 return self._script.popleft()
         if self._responder is not None:
-            return self._responder(body)
+            return self._responder(body, info)
         return HTTPFault(
             400,
             f"agentbench test server: no scripted response left for request #{len(self.requests)}",
         )
 
-    def _record(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> None:
+    def _record(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> CallInfo:
         with self._lock:
             self.requests.append(ReceivedRequest(path, headers, body))
+            index = len(self.requests) - 1
+        tools = [t.get("function", {}).get("name", "") for t in body.get("tools") or ()]
+        return CallInfo(index=index, model=str(body.get("model") or self.model), tools=tools)
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -172,20 +216,22 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError as exc:
             self._send_json(400, {"error": {"message": f"request body is not JSON: {exc}"}})
             return
-        self.owner._record(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        info = self.owner._record(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(
                 404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
             )
             return
-        item = self.owner._next_item(body)
+        item = self.owner._next_item(body, info)
         # A client that gave up (a timeout test) leaves nobody to answer.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            self._answer(item, body)
+            self._answer(item, body, info)
 
-    def _answer(self, item: Any, body: dict[str, Any]) -> None:
-        if callable(item) and not isinstance(item, type) and not inspect.isclass(item):
-            item = item(body)
+    def _answer(self, item: Any, body: dict[str, Any], info: CallInfo) -> None:
+        if callable(item) and not inspect.isclass(item):
+            item = model_function(item, "a scripted function")(body, info)
+        if inspect.isawaitable(item):
+            item = asyncio.run(_awaited(item))  # a handler thread has no event loop of its own
         while isinstance(item, Delay):
             time.sleep(item.seconds)
             item = item.then
@@ -196,10 +242,14 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(item, RawBody):
             self._send_bytes(item.status, item.body.encode(), item.content_type)
             return
+        cut = item if isinstance(item, CutStream) else None
         # Like real providers, answer in the name of the model that was asked for.
-        response = to_response(item, body, str(body.get("model") or self.owner.model))
+        model = str(body.get("model") or self.owner.model)
+        response = to_response(cut.reply if cut else item, body, model)
         if body.get("stream"):
-            self._send_stream(response, body)
+            self._send_stream(response, body, cut)
+        elif cut is not None:
+            self._send_cut_json(response)
         else:
             self._send_json(200, completion_body(response, self.owner.model))
 
@@ -217,17 +267,55 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_stream(self, response: ChatResponse, body: dict[str, Any]) -> None:
+    def _send_cut_json(self, response: ChatResponse) -> None:
+        data = json.dumps(completion_body(response, self.owner.model)).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _send_stream(
+        self, response: ChatResponse, body: dict[str, Any], cut: CutStream | None = None
+    ) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("connection", "close")
+        if cut is not None and cut.chunked:
+            self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        for chunk in stream_chunks(
-            response, self.owner.model, self.owner.fragment_chars, include_usage
-        ):
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        chunks = list(
+            stream_chunks(response, self.owner.model, self.owner.fragment_chars, include_usage)
+        )
+        events = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks]
+        if cut is not None:
+            events = _cut_events(events, chunks, cut)
+        else:
+            events.append("data: [DONE]\n\n")
+        for event in events:
+            data = event.encode()
+            if cut is not None and cut.chunked:
+                data = b"%x\r\n%s\r\n" % (len(data), data)
+            self.wfile.write(data)
             self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
         self.close_connection = True
+
+
+def _cut_events(events: list[str], chunks: list[dict[str, Any]], cut: CutStream) -> list[str]:
+    """The events `cut` lets through, in order; see `CutStream`."""
+    # The answer's chunks come first; the finish_reason chunk (the last one with a choice) and
+    # the usage chunk close it.
+    end = max(i for i, chunk in enumerate(chunks) if chunk["choices"])
+    answer, tail = events[:end], events[end:]
+    count = len(answer) if cut.after_chunks is None else min(cut.after_chunks, len(answer))
+    kept = answer[:count]
+    if cut.partial and count < len(answer):
+        kept.append(answer[count][: len(answer[count]) // 2])
+    if cut.finish:
+        kept += tail
+    if cut.done:
+        kept.append("data: [DONE]\n\n")
+    return kept

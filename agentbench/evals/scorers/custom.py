@@ -97,7 +97,11 @@ def to_score(name: str, outcome: Any, pass_threshold: float = 1.0) -> Score:
 
 
 def params_model(function: ScorerFunction, name: str) -> type[ScorerParams]:
-    """A params model from the function's parameters after the first (the context)."""
+    """A params model from the function's parameters after the first (the context).
+
+    A function with one parameter takes it as its shorthand, like the built-ins do:
+    `names_city: Paris` means `names_city: {city: Paris}`.
+    """
     try:
         hints = typing.get_type_hints(function)
     except Exception:  # unresolvable annotations: validate nothing rather than fail
@@ -111,7 +115,10 @@ def params_model(function: ScorerFunction, name: str) -> type[ScorerParams]:
         default = ... if parameter.default is parameter.empty else parameter.default
         description = described.get(parameter.name)
         fields[parameter.name] = (annotation, Field(default, description=description))
-    return create_model(f"{name}_params", __base__=ScorerParams, **fields)
+    model = create_model(f"{name}_params", __base__=ScorerParams, **fields)
+    if len(fields) == 1:
+        model.shorthand = next(iter(fields))
+    return model
 
 
 @overload
@@ -163,7 +170,7 @@ class CustomParams(ScorerParams):
     function: str = Field(
         json_schema_extra={"pattern": REFERENCE_PATTERN},
         description="The scorer function, `module:function` (importable from the repository "
-        "root) or `path/to/file.py:function`.",
+        "root) or `path/to/file.py:function` (relative to the repository root).",
     )
     params: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments passed to the function."
@@ -196,7 +203,7 @@ def build_custom(params: CustomParams, base_dir: Path | None) -> Scorer:
         if params.params:
             raise _error(f"{params.function} is a Scorer object; it takes no params", ("params",))
         return target
-    if not callable(target):
+    if not isinstance(target, FunctionScorer) and not callable(target):
         raise _error(
             f"{params.function} is a {type(target).__name__}; expected a function or a Scorer",
             ("function",),

@@ -8,6 +8,7 @@ JSON Schema for editors comes from the same models. A type may declare a *shorth
 
 from __future__ import annotations
 
+import difflib
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from agentbench.evals.errors import ScorerConfigError
+from agentbench.evals.errors import ScorerConfigError, UnknownScorerError
 from agentbench.evals.scorers.base import Scorer
 from agentbench.evals.validation import FieldProblem, closest_first, explain, field_path
 
@@ -112,12 +113,23 @@ def builtin(cls: type[C]) -> type[C]:
 
 
 def scorer_type(name: str) -> ScorerType:
-    """The registered type called `name`; an unknown name lists the known ones, closest first."""
+    """The registered type called `name`; an unknown name lists the known ones, closest first.
+
+    A name close to a known one is taken for a typo; any other is more likely a `@scorer`
+    function whose module was never imported, so the error says how to import it.
+    """
     found = SCORERS.get(name)
     if found is None:
-        known = ", ".join(closest_first(name, sorted(SCORERS)))
-        raise ScorerConfigError(f"unknown scorer {name!r}; expected one of: {known}", scorer=name)
+        known = closest_first(name, sorted(SCORERS))
+        typo = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        raise UnknownScorerError(name, known, "" if typo else PLUGIN_HINT)
     return found
+
+
+PLUGIN_HINT = (
+    "; a @scorer function is known by its name once its module is imported: list the module "
+    "under plugins: in suite.yaml (e.g. plugins: [checks.scorers])"
+)
 
 
 def build_scorer(name: str, params: Any = None, *, base_dir: Path | None = None) -> Scorer:
