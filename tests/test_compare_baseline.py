@@ -92,12 +92,12 @@ def test_latest_is_the_newest_finished_eval_of_the_same_suites(store: TraceStore
     assert found.eval_id is None and found.note.startswith("no baseline")
 
 
-def test_git_ref_takes_the_newest_eval_of_that_commit_dirty_or_not(store: TraceStore, repo):
+def test_git_ref_prefers_a_clean_eval_of_that_commit(store: TraceStore, repo):
     path = repo["path"]
-    assert (
-        resolve_baseline(store, "git:main", current_eval_id="eval_current", repo=path)
-        == "eval_a1_dirty"
-    )
+    found = find_baseline(store, "git:main", current_eval_id="eval_current", repo=path)
+    # a newer dirty eval of the same commit is not that commit's code
+    assert found.eval_id == "eval_a1_clean"
+    assert "a clean tree" in found.note
     assert (
         resolve_baseline(store, "git:HEAD~2", current_eval_id="eval_current", repo=path)
         == "eval_a0"
@@ -141,3 +141,24 @@ def test_default_without_git_or_without_main(tmp_path: Path, repo, store: TraceS
     git(path, "branch", "-q", "-m", "main", "trunk")  # no main: HEAD itself, then its ancestors
     found = find_baseline(store, None, current_eval_id="eval_current", repo=path)
     assert found.eval_id == "eval_a1_clean" and "(HEAD " in found.note
+
+
+def test_a_dirty_eval_is_used_only_when_no_clean_one_exists(tmp_path: Path, repo) -> None:
+    store = TraceStore(tmp_path / "dirty.duckdb")
+    add_eval(store, "eval_a1_dirty", f"{repo['a1']}+dirty", 1)
+    add_eval(store, "eval_current", repo["b"], 2)
+    found = find_baseline(store, "git:main", current_eval_id="eval_current", repo=repo["path"])
+    assert found.eval_id == "eval_a1_dirty"
+    assert "uncommitted changes were evaluated" in found.note
+
+
+def test_default_walks_past_a_dirty_eval_to_a_clean_ancestor(tmp_path: Path, repo) -> None:
+    # The regression was evaluated uncommitted on a1 (dirty), then committed: comparing with
+    # that dirty eval would compare the change with itself.
+    store = TraceStore(tmp_path / "walk-clean.duckdb")
+    add_eval(store, "eval_a0", repo["a0"], 1)
+    add_eval(store, "eval_a1_dirty", f"{repo['a1']}+dirty", 2)
+    add_eval(store, "eval_current", repo["b"], 3)
+    found = find_baseline(store, None, current_eval_id="eval_current", repo=repo["path"])
+    assert found.eval_id == "eval_a0"
+    assert "1 commit(s) before it" in found.note and "a clean tree" in found.note

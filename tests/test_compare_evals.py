@@ -105,6 +105,7 @@ def test_a_changed_tool_makes_the_case_newly_failing(two_evals) -> None:
         "significant_drop",
         "gate",
         "cases",
+        "not_compared",
     ]
     kinds = [(c["case_id"], c["kind"]) for c in data["cases"]]
     # The xfail case drifted too, but expected failures never count: only its score moved.
@@ -118,7 +119,7 @@ def test_a_changed_tool_makes_the_case_newly_failing(two_evals) -> None:
     )
     assert oslo["score_delta"] == pytest.approx(-1 / 3)
     assert len(oslo["reasons"]) == 1
-    assert oslo["reasons"][0].startswith("request_drift: model call #2 at step 2 (weather)")
+    assert oslo["reasons"][0].startswith("request_drift: step 1 (weather) tool_result_changed")
     first = oslo["divergences"][0]
     assert first["class"] == "tool_result_changed" and first["label"] == "tool call get_weather"
     assert first["old"]["result"] == {"city": "Oslo", "celsius": 4}
@@ -139,7 +140,7 @@ def test_a_changed_tool_makes_the_case_newly_failing(two_evals) -> None:
     (reason,) = data["gate"]["reasons"]
     assert reason.startswith(
         f"mini/oslo ({oslo_source(after)}) passed in the baseline and fails now: "
-        "request_drift: model call #2 at step 2 (weather)"
+        "request_drift: step 1 (weather) tool_result_changed"
     )
     assert reason.endswith("…") and len(reason.partition(" fails now: ")[2]) == 160  # cut
 
@@ -153,8 +154,11 @@ def test_comparison_text_names_the_failing_case_and_its_first_divergence(two_eva
     text = comparison_text(compare_evals(store, before.eval_id, after.eval_id))
     assert f"compare {before.eval_id} → {after.eval_id}: 3 cases" in text
     assert "pass rate 100.0% → 50.0% (−50.0 points; 95% CI [" in text
-    assert "newly failing (1):\n  mini/oslo: passed 1/1 → 0/1 trials, score 1.00 → 0.67" in text
-    assert "\n    - request_drift: model call #2 at step 2 (weather)" in text
+    assert (
+        f"newly failing (1):\n  mini/oslo ({oslo_source(after)}): passed 1/1 → 0/1 trials, "
+        "score 1.00 → 0.67" in text
+    )
+    assert "\n    - request_drift: step 1 (weather) tool_result_changed" in text
     assert "first divergence — step 1 (weather) tool_result_changed: tool call get_weather" in text
     assert "gate: FAILED\n  - mini/oslo (" in text
     assert "score changes (1):\n  mini/snow: xfailed → xfailed, score 0.50 → 0.33" in text
@@ -318,9 +322,10 @@ def test_kinds_and_their_order(tmp_path: Path) -> None:
     assert failed and reasons == [
         "s/g-newly-failing passed in the baseline and fails now: cassette missing."
     ]
-    # trial-weighted rates over counted trials: baseline 7 of 9 passed, current 6 of 9
-    assert comparison.baseline_rate == pytest.approx(7 / 9)
-    assert comparison.current_rate == pytest.approx(6 / 9)
+    # trial-weighted rates over the counted trials of the cases both evals ran (f-removed and
+    # z-added move neither side): baseline 6 of 8 passed, current 5 of 8
+    assert comparison.baseline_rate == pytest.approx(6 / 8)
+    assert comparison.current_rate == pytest.approx(5 / 8)
 
 
 def test_gate_fail_under_and_no_comparison(tmp_path: Path) -> None:
@@ -358,3 +363,24 @@ def test_significant_drop_gates_with_its_numbers(tmp_path: Path) -> None:
     )
     assert "sign test p = 0.0156 over 12 paired cases" in reasons[1]
     assert comparison.as_dict()["gate"]["failed"] is True
+
+
+def test_suites_only_one_eval_ran_are_named_not_compared(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path / "suites.duckdb")
+    base = [trial("a", "passed"), trial("b", "passed")]
+    other = [
+        TrialOutcome(suite="other", case_id=c, trial=1, status="passed", score=1.0)
+        for c in ("x", "y")
+    ]
+    store_eval(store, "eval_base", [*base, *other])
+    store_eval(store, "eval_cur", [trial("a", "passed"), trial("b", "failed")])
+    comparison = compare_evals(store, "eval_base", "eval_cur")
+    # the suite this eval did not run is not "removed" case by case, nor in the rates
+    assert [(c.suite, c.case_id, c.kind) for c in comparison.cases] == [
+        ("s", "b", "newly_failing"),
+        ("s", "a", "unchanged"),
+    ]
+    assert comparison.suites_only_in_baseline == ["other"]
+    assert comparison.baseline_rate == 1.0 and comparison.current_rate == 0.5
+    text = comparison_text(comparison)
+    assert "suites only in the baseline (not run now, not compared): other" in text

@@ -107,8 +107,11 @@ def test_a_changed_tool_fails_the_affected_case_with_reasons(
     out = capsys.readouterr().out
     assert "failing (1):" in out
     assert "mini/oslo trial 1" in out and "weather.yaml:" in out
-    assert "request_drift: model call #2 at step 2 (weather)" in out, out
-    assert '"celsius":4}\' → \'…"Oslo","celsius":-3}' in out
+    # The root cause first (the tool's result), the drift it caused as its consequence.
+    assert (
+        "request_drift: step 1 (weather) tool_result_changed: tool call get_weather "
+        "result.celsius: 4 → -3; so model call #2 sent a different request" in out
+    ), out
 
 
 def test_a_changed_prompt_fails_with_request_drift_unless_allowed(
@@ -123,7 +126,21 @@ def test_a_changed_prompt_fails_with_request_drift_unless_allowed(
         "model call #1 at step 1 (weather): "
         "messages[0].content: 'Answer briefly.' → 'Answer in one line.'" in out
     )
-    assert run(str(recorded), "--allow-drift", db=tmp_path / "b.duckdb") == 0
+    # Allowed drift passes, and is still reported: summary, --json, JUnit and the HTML report.
+    junit, reports = tmp_path / "junit.xml", tmp_path / "reports"
+    args = ["--allow-drift", "--junit", str(junit), "--report-dir", str(reports)]
+    assert run(str(recorded), *args, db=tmp_path / "b.duckdb") == 0
+    out = capsys.readouterr().out
+    assert "request drift, reported and not counted (3 trial(s)):" in out
+    assert "messages[0].content: 'Answer briefly.' → 'Answer in one line.'" in out
+    assert junit.read_text().count("request drift (reported, not counted: --allow-drift)") == 3
+    page = next(reports.glob("*/index.html")).read_text()
+    assert "request drift reported, not counted" in page and "Answer in one line." in page
+    assert run(str(recorded), "--allow-drift", "--json", db=tmp_path / "b.duckdb") == 0
+    data = orjson.loads(capsys.readouterr().out)
+    drifted = [r for r in data["results"] if r["drifts"]]
+    assert len(drifted) == 3 and all(r["status"] != "failed" for r in drifted)
+    assert drifted[0]["drifts"][0]["changes"][0]["path"] == "messages[0].content"
 
 
 def test_trials_filters_and_pass_at_k(recorded: Path, tmp_path: Path, capsys) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from agentbench.ci.paths import split_source
+from agentbench.evals.compare_text import drift_text
 from agentbench.evals.stats import TrialOutcome
 
 # Control characters (other than tab and newlines) and lone surrogates are invalid in XML 1.0.
@@ -61,8 +62,16 @@ def _testcase(outcome: TrialOutcome, root: Path | None) -> ET.Element:
         note = f"expected failure: {outcome.error}" if outcome.error else "expected failure"
         skipped = ET.SubElement(case, "skipped", {"message": _clean(note)})
         skipped.text = _clean("\n".join(outcome.reasons()))
-    elif outcome.status == "xpassed":
-        ET.SubElement(case, "system-out").text = "passed unexpectedly (the case is marked xfail)"
+    notes = []
+    if outcome.status == "xpassed":
+        notes.append("passed unexpectedly (the case is marked xfail)")
+    drift = drift_text(outcome, 200)
+    if drift is not None:
+        failed_by_it = any(s["name"] == "request_drift" and not s["passed"] for s in outcome.scores)
+        counted = "" if failed_by_it else " (reported, not counted: --allow-drift)"
+        notes.append(f"request drift{counted}: {drift}")
+    if notes:
+        ET.SubElement(case, "system-out").text = _clean("\n".join(notes))
     return case
 
 

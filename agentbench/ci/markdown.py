@@ -17,6 +17,8 @@ from typing import Any
 from agentbench.evals.compare_text import (
     as_data,
     describe_divergence,
+    drift_text,
+    not_compared_lines,
     pct,
     rate_line,
     trials_text,
@@ -31,8 +33,8 @@ _TITLES = (
     ("score_changed", "Score changes"),
     ("flaky", "Flaky (reported, not gating)"),
     ("newly_passing", "Newly passing"),
-    ("added", "Added"),
-    ("removed", "Removed"),
+    ("added", "Added (not in the baseline: reported, not gated)"),
+    ("removed", "Removed (only in the baseline)"),
 )
 
 
@@ -77,6 +79,8 @@ def _totals(run: Any) -> list[str]:
 
 def _case_row(case: dict[str, Any]) -> str:
     name = f"`{cell(case['suite'])}/{cell(case['case_id'])}`"
+    if case.get("source"):
+        name += f" ({cell(case['source'])})"
     reasons = "<br>".join(cell(r) for r in case["reasons"][:3])
     first = ""
     if case["divergences"]:
@@ -103,6 +107,7 @@ def _comparison(data: dict[str, Any], limit: int | None) -> list[str]:
     unchanged = sum(c["kind"] == "unchanged" for c in data["cases"])
     if unchanged:
         lines += ["", f"{unchanged} case(s) unchanged."]
+    lines += [cell(line, 600) for line in not_compared_lines(data)]
     return lines
 
 
@@ -127,6 +132,29 @@ def _failing(outcomes: Sequence[TrialOutcome], limit: int | None) -> list[str]:
     ]
 
 
+def _drift(outcomes: Sequence[TrialOutcome], limit: int | None) -> list[str]:
+    """Request drift that did not fail its trial (--allow-drift): reported, so it is seen."""
+    reported = [
+        o
+        for o in outcomes
+        if o.drifts and not any(s["name"] == "request_drift" and not s["passed"] for s in o.scores)
+    ]
+    if not reported:
+        return []
+    rows = [
+        f"| `{cell(o.suite)}/{cell(o.case_id)}` | {o.trial} | {cell(drift_text(o) or '')} |"
+        for o in reported
+    ]
+    return [
+        "",
+        f"### Request drift, reported and not counted ({len(reported)})",
+        "",
+        "| case | trial | drift |",
+        "| --- | ---: | --- |",
+        *_capped(rows, limit, "drifted trials"),
+    ]
+
+
 def _render(run: Any, data: dict[str, Any] | None, failed: bool, limit: int | None) -> str:
     verdict = "❌ gate failed" if failed else "✅ passed"
     summary = run.summary
@@ -141,6 +169,7 @@ def _render(run: Any, data: dict[str, Any] | None, failed: bool, limit: int | No
     if data is not None:
         lines += _comparison(data, limit)
     lines += _failing(run.outcomes, limit)
+    lines += _drift(run.outcomes, limit)
     for error in run.suite_errors:
         lines.append(f"\n> suite error: {cell(error, 600)}")
     return "\n".join(lines) + "\n"

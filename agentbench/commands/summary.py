@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench.commands.render import table
+from agentbench.evals.compare_text import MAX_LISTED, drift_text
 from agentbench.evals.stats import TrialOutcome
 
 
@@ -74,6 +75,15 @@ def render(run: Any, store_path: Path, *, fail_under: float | None = None) -> st
         lines.append("")
         lines.append(f"failing ({len(failing)}):")
         lines.extend(_failure(o) for o in failing)
+    reported = [o for o in run.outcomes if o.drifts and not _failed_by_drift(o)]
+    if reported:
+        lines.append("")
+        lines.append(f"request drift, reported and not counted ({len(reported)} trial(s)):")
+        for outcome in reported[:MAX_LISTED]:
+            lines.append(f"  {outcome.suite}/{outcome.case_id} trial {outcome.trial}")
+            lines.append(f"    - {drift_text(outcome)}")
+        if len(reported) > MAX_LISTED:
+            lines.append(f"  … and {len(reported) - MAX_LISTED} more")
     expected = [o for o in run.outcomes if o.status in ("xfailed", "xpassed")]
     if expected:
         lines.append("")
@@ -86,6 +96,10 @@ def render(run: Any, store_path: Path, *, fail_under: float | None = None) -> st
     lines.append("")
     lines.append(f"results: {store_path} (eval {run.eval_id})")
     return "\n".join(lines)
+
+
+def _failed_by_drift(outcome: TrialOutcome) -> bool:
+    return any(s["name"] == "request_drift" and not s["passed"] for s in outcome.scores)
 
 
 def _failure(outcome: TrialOutcome) -> str:

@@ -5,7 +5,9 @@ the baseline is the newest finished eval of the commit the current branch forked
 (`git merge-base HEAD origin/main`, else `main`, else HEAD itself when there is no main branch);
 if that commit was never evaluated, its first-parent ancestors are tried, newest first, up to
 `MAX_WALK` commits — a PR is usually compared with the last evaluated commit of main. A clean
-eval of a commit is preferred to a dirty one there, since a dirty eval is not that commit's code.
+eval is preferred to a dirty one — for `git:REF`, and over the whole walk for the default —
+since a dirty eval is not that commit's code; a dirty one is used only when no clean one
+exists, and the note says so. `latest` is the newest finished eval, clean or not.
 Candidates (except an explicit EVAL_ID) must share a suite with the current eval, so a baseline
 that ran other suites is not picked. No git, no main, no evaluated commit: no baseline (None),
 and `Baseline.note` says why, for the caller to print.
@@ -115,14 +117,16 @@ def find_baseline(
     if spec == "latest":
         if not candidates:
             return Baseline(None, "no baseline: no other finished eval of these suites")
-        return Baseline(candidates[0].eval_id, f"baseline {candidates[0].eval_id} (latest)")
+        found = candidates[0]
+        return Baseline(found.eval_id, f"baseline {found.eval_id} (latest{_state(found)})")
     if spec.startswith("git:"):
         ref = spec.removeprefix("git:")
         sha = resolve_commit(ref, cwd)
-        found = next((e for e in candidates if e.commit == sha), None)
+        of_commit = [e for e in candidates if e.commit == sha]
+        found = _cleanest(of_commit)
         if found is None:
             return Baseline(None, f"no baseline: no finished eval of {ref} ({sha[:12]})")
-        return Baseline(found.eval_id, f"baseline {found.eval_id} ({ref}, {found.code_version})")
+        return Baseline(found.eval_id, f"baseline {found.eval_id} ({ref}{_state(found)})")
     if spec == current_eval_id:
         raise UsageError(f"--baseline {spec}: that is the current eval")
     if not any(e.eval_id == spec for e in evals):
@@ -130,7 +134,7 @@ def find_baseline(
             f"--baseline {spec!r}: no such eval in {store.path} "
             "(expected an eval id, 'latest' or 'git:REF')"
         )
-    return Baseline(spec, f"baseline {spec}")
+    return Baseline(spec, f"baseline {spec} (named on the command line)")
 
 
 def _merge_base(candidates: list[StoredEval], cwd: Path) -> Baseline:
@@ -147,20 +151,37 @@ def _merge_base(candidates: list[StoredEval], cwd: Path) -> Baseline:
     if not base:
         return Baseline(None, "no baseline: the repository has no commits")
     history = git(["rev-list", "--first-parent", f"--max-count={MAX_WALK}", base], cwd) or base
-    by_commit: dict[str, StoredEval] = {}
-    # Clean before dirty, then newest first: the first eval seen for a commit is the one used.
-    for candidate in sorted(candidates, key=lambda e: e.dirty):
-        if candidate.commit:
-            by_commit.setdefault(candidate.commit, candidate)
-    for distance, sha in enumerate(history.split()):
-        found = by_commit.get(sha)
-        if found is not None:
-            back = f", {distance} commit(s) before it" if distance else ""
-            return Baseline(
-                found.eval_id, f"baseline {found.eval_id} ({against} {base[:12]}{back})"
-            )
+    # A clean eval of any commit in the walk beats a dirty one: a dirty eval is not the code of
+    # its commit (it may be the very change under review, not yet committed when it ran).
+    for clean in (True, False):
+        by_commit: dict[str, StoredEval] = {}
+        for candidate in candidates:  # newest first: the first seen for a commit is used
+            if candidate.commit and candidate.dirty != clean:
+                by_commit.setdefault(candidate.commit, candidate)
+        for distance, sha in enumerate(history.split()):
+            found = by_commit.get(sha)
+            if found is not None:
+                back = f", {distance} commit(s) before it" if distance else ""
+                return Baseline(
+                    found.eval_id,
+                    f"baseline {found.eval_id} ({against} {base[:12]}{back}{_state(found)})",
+                )
     return Baseline(
         None,
         f"no baseline: no finished eval of {base[:12]} ({against}) or its last "
         f"{MAX_WALK - 1} first-parent ancestors",
     )
+
+
+def _cleanest(evals: list[StoredEval]) -> StoredEval | None:
+    """The newest clean eval, else the newest dirty one (`evals` is newest first)."""
+    return next((e for e in evals if not e.dirty), None) or next(iter(evals), None)
+
+
+def _state(found: StoredEval) -> str:
+    if found.dirty:
+        return (
+            f"; {found.code_version}: uncommitted changes were evaluated, "
+            "and no clean eval of this commit exists"
+        )
+    return f"; {found.code_version}, a clean tree"

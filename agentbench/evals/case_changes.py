@@ -96,12 +96,14 @@ def fold(trials: Sequence[TrialOutcome]) -> CaseSide:
             if reason and reason not in reasons:
                 reasons.append(reason)
     representative = (failing or ordered or [None])[0]
-    drifts = [
-        drift
-        for score in (representative.scores if representative else [])
-        if score.get("name") == "request_drift"
-        for drift in score.get("drifts", ())
-    ]
+    drifts = list(representative.drifts) if representative else []
+    if representative and not drifts:  # results stored before drift had its own column
+        drifts = [
+            drift
+            for score in representative.scores
+            if score.get("name") == "request_drift"
+            for drift in score.get("drifts", ())
+        ]
     return CaseSide(
         status=status,
         score=_mean([o.score for o in (counted or ran)]),
@@ -149,6 +151,7 @@ class CaseChange:
         return {
             "suite": self.suite,
             "case_id": self.case_id,
+            "source": self.source,
             "kind": self.kind,
             "baseline": self.baseline.as_dict() if self.baseline else None,
             "current": self.current.as_dict() if self.current else None,

@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from agentbench.errors import AgentbenchError
+from agentbench.evals.compare_text import describe_divergence
 from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
+from agentbench.replay.diff import Divergence, align
 from agentbench.replay.models import Drift, DriftAt, RecordingModel, ReplayModel, locate_drifts
 from agentbench.replay.session import session_metadata
 from agentbench.replay.tool_policy import ReplayTools, ToolPolicies
+from agentbench.replay.trajectory import Step, trajectory
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context
 from agentbench.runtime.events import Hook
@@ -60,15 +63,65 @@ class CaseRun:
     duration_ms: float = 0.0
     recorded_to: Path | None = None
     drifts: list[Drift] = field(default_factory=list)
+    recorded: list[Step] | None = None  # the cassette's trajectory, when one was replayed
 
     @property
     def result(self) -> RunResult:
         return self.turns[-1]
 
+    @property
+    def events(self) -> list[Any]:
+        """Every event of every run of every turn, in order."""
+        return [e for turn in self.turns for run in turn.runs or [turn] for e in run.events]
+
     def located_drifts(self) -> list[DriftAt]:
         """Each drifted model call with its run's agent and step."""
-        events = (e for turn in self.turns for run in turn.runs or [turn] for e in run.events)
-        return locate_drifts(self.drifts, events)
+        return locate_drifts(self.drifts, self.events)
+
+    def divergences(self) -> list[Divergence]:
+        """Where this run behaved differently from the recording it replayed (none if live)."""
+        if not self.recorded:
+            return []
+        return align(self.recorded, trajectory(self.events))
+
+    def drift_reason(self) -> str | None:
+        """Why the requests differ from the recording, from the root: when the run diverged
+        before the first drifted call (a tool result, a context value, a handoff changed),
+        that divergence is the cause and the drift its consequence."""
+        located = self.located_drifts()
+        if not located:
+            return None
+        first_drift = located[0]
+        reasons = self.drift_reasons()
+        more = f"; {len(located) - 1} more drifted call(s)" if len(located) > 1 else ""
+        advice = (
+            " (the recorded answers may no longer fit; re-record with --live --record-mode all "
+            "if the change is intended)"
+        )
+        cause = self._cause_of(first_drift)
+        if cause is None:
+            return f"{reasons[0]}{advice}{more}"
+        changes = first_drift.drift.changes
+        field_name = changes[0].path if changes else "the request"
+        return (
+            f"{cause}; so model call #{first_drift.call} sent a different request "
+            f"({field_name}){advice}{more}"
+        )
+
+    def _cause_of(self, drift: DriftAt) -> str | None:
+        steps = trajectory(self.events)
+        at = next(
+            (
+                i
+                for i, s in enumerate(steps)
+                if s.kind == "model_call" and s.agent == drift.agent and s.step == drift.step
+            ),
+            len(steps),
+        )
+        first = next(iter(self.divergences()), None)
+        if first is None or first.position >= at:
+            return None
+        return " ".join(describe_divergence(first.as_dict(), 60).split())
 
     def drift_reasons(self) -> list[str]:
         """Each drifted model call, located in its run, with the first changed field."""
@@ -153,6 +206,8 @@ async def run_case(plan: CasePlan) -> CaseRun:
     outcome.duration_ms = (time.perf_counter() - started) * 1000
     if isinstance(model, ReplayModel):
         outcome.drifts = list(model.drifts)
+    if cassette is not None and "trajectory" in cassette.info:
+        outcome.recorded = [Step.from_dict(s) for s in cassette.info["trajectory"]]
     outcome.recorded_to = _save(plan, model, outcome)
     return outcome
 

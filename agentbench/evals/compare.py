@@ -49,6 +49,8 @@ class Comparison:
     cases: list[CaseChange] = field(default_factory=list)
     gate_failed: bool = False
     gate_reasons: list[str] = field(default_factory=list)
+    suites_only_in_baseline: list[str] = field(default_factory=list)  # not compared
+    suites_only_in_current: list[str] = field(default_factory=list)  # not compared
 
     @property
     def significant_drop(self) -> bool:
@@ -76,6 +78,10 @@ class Comparison:
             "significant_drop": self.significant_drop,
             "gate": {"failed": self.gate_failed, "reasons": list(self.gate_reasons)},
             "cases": [c.as_dict() for c in self.cases],
+            "not_compared": {
+                "suites_only_in_baseline": list(self.suites_only_in_baseline),
+                "suites_only_in_current": list(self.suites_only_in_current),
+            },
         }
 
 
@@ -102,6 +108,10 @@ def compare_evals(
             raise UsageError(f"no eval {eval_id!r} in {store.path}")
         sides[eval_id] = _folded(results_store.stored_outcomes(store, eval_id).values())
     before, after = sides[baseline_eval_id], sides[current_eval_id]
+    # Cases of a suite that only one eval ran are not compared (nor listed case by case):
+    # running one suite against a baseline of four does not remove the other three.
+    suites_before, suites_after = {s for s, _ in before}, {s for s, _ in after}
+    shared = suites_before & suites_after
     changes = [
         classify(
             suite,
@@ -112,26 +122,34 @@ def compare_evals(
             latency_floor_ms=latency_floor_ms,
         )
         for suite, case_id in sorted(before.keys() | after.keys())
+        if suite in shared
     ]
     for change in changes:
         if change.kind != "unchanged":
             _attach_trajectories(store, change)
     changes.sort(key=sort_key)
-    counts = [_counts(c) for c in changes]
     paired = [c for c in changes if _counted(c.baseline) and _counted(c.current)]
+    # Rates, delta and test over the cases both evals ran: an added or removed case moves
+    # neither side's rate (added ones are listed, and gate only through --fail-under).
+    both = [c for c in changes if c.baseline is not None and c.current is not None]
+    paired_counts = [_counts(c) for c in both]
     comparison = Comparison(
         baseline_eval=baseline_eval_id,
         current_eval=current_eval_id,
-        baseline_rate=_rate(c.baseline for c in changes),
-        current_rate=_rate(c.current for c in changes),
-        delta=pooled_delta(counts),
-        ci95=bootstrap_delta_ci(counts, resamples=resamples, seed=seed),
+        baseline_rate=_rate(c.baseline for c in both),
+        current_rate=_rate(c.current for c in both),
+        delta=pooled_delta(paired_counts),
+        ci95=bootstrap_delta_ci(paired_counts, resamples=resamples, seed=seed),
         p_value=sign_test_p([_fraction_delta(c) for c in paired]) if paired else None,
         paired_cases=len(paired),
         cases=changes,
+        suites_only_in_baseline=sorted(suites_before - suites_after),
+        suites_only_in_current=sorted(suites_after - suites_before),
     )
     comparison.gate_failed, comparison.gate_reasons = gate(
-        comparison, fail_under=fail_under, current_pass_rate=comparison.current_rate
+        comparison,
+        fail_under=fail_under,
+        current_pass_rate=_rate(after.values()),  # --fail-under is about the whole eval
     )
     return comparison
 

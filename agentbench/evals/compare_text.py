@@ -69,6 +69,22 @@ def describe_divergence(data: dict[str, Any], width: int = 76) -> str:
     return divergence.describe(width)
 
 
+def drift_text(outcome: Any, width: int = 70) -> str | None:
+    """One line on a trial's request drift (a stored `TrialOutcome`), from its root: the
+    first divergence from the recording when it came before the drifted call."""
+    if not outcome.drifts:
+        return None
+    first = outcome.drifts[0]
+    changes = [Change(**c) for c in first.get("changes", ())]
+    what = changes[0].describe(width) if changes else "the request changed"
+    more = f"; {len(outcome.drifts) - 1} more drifted call(s)" if len(outcome.drifts) > 1 else ""
+    text = f"model call #{first['call']} at step {first['step']} ({first['agent']}): {what}{more}"
+    cause = outcome.divergences[0] if outcome.divergences else None
+    if cause is not None and cause["class"] != "request_drift":
+        text = " ".join(describe_divergence(cause, width).split()) + f"; then {text}"
+    return text
+
+
 def pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.1%}"
 
@@ -120,12 +136,18 @@ def _name(case: dict[str, Any]) -> str:
     return f"{case['suite']}/{case['case_id']}"
 
 
+def _named(case: dict[str, Any]) -> str:
+    """The case with the file and line it is written at, when known."""
+    source = case.get("source")
+    return f"{_name(case)} ({source})" if source else _name(case)
+
+
 def _indent(text: str, prefix: str) -> str:
     return prefix + text.replace("\n", "\n" + prefix)
 
 
 def _detailed(case: dict[str, Any]) -> list[str]:
-    lines = [f"  {_name(case)}: {trials_text(case)}"]
+    lines = [f"  {_named(case)}: {trials_text(case)}"]
     lines.extend(f"    - {reason}" for reason in case["reasons"][:5])
     if case["divergences"]:
         first = describe_divergence(case["divergences"][0])
@@ -139,9 +161,22 @@ _SECTIONS = (
     ("score_changed", "score changes"),
     ("flaky", "flaky (reported, not gating)"),
     ("newly_passing", "newly passing"),
-    ("added", "added"),
-    ("removed", "removed"),
+    ("added", "added (not in the baseline: reported, not gated)"),
+    ("removed", "removed (only in the baseline)"),
 )
+
+
+def not_compared_lines(data: dict[str, Any]) -> list[str]:
+    """Suites only one of the two evals ran: said once, never listed case by case."""
+    apart = data.get("not_compared") or {}
+    lines = []
+    for key, text in (
+        ("suites_only_in_baseline", "only in the baseline (not run now, not compared)"),
+        ("suites_only_in_current", "only in this eval (no baseline, not compared)"),
+    ):
+        if apart.get(key):
+            lines.append(f"suites {text}: {', '.join(apart[key])}")
+    return ["", *lines] if lines else []
 
 
 def comparison_text(comparison: Any) -> str:
@@ -175,6 +210,7 @@ def comparison_text(comparison: Any) -> str:
     if unchanged:
         lines.append("")
         lines.append(f"unchanged: {unchanged} case(s)")
+    lines.extend(not_compared_lines(data))
     lines.append("")
     gate = data["gate"]
     if gate["failed"]:

@@ -1,13 +1,14 @@
 """Evals and scored results in the trace store (`evals` and `results` tables).
 
-A result row is written as each trial finishes, so `--resume EVAL_ID` can pick up where an
-interrupted eval stopped; the eval row is written when it starts and completed when it ends.
-Writes take the store's write lock like any recording, waiting while another process holds it.
+A result row is journaled as each trial finishes, like a finished run (see
+`agentbench.trace.spool`), so a killed eval keeps every scored trial and `--resume EVAL_ID`
+picks up where it stopped; the eval row is written when it starts and completed when it
+ends. Writes take the store's write lock like any recording, waiting while another process
+holds it.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -62,60 +63,54 @@ def start_eval(store: Any, run: Any, suites: Sequence[Any], options: Any) -> Non
         )
 
 
-def _row(eval_id: str, outcome: TrialOutcome) -> list[Any]:
-    return [
-        eval_id,
-        outcome.suite,
-        outcome.case_id,
-        outcome.trial,
-        outcome.run_id,
-        outcome.status,
-        outcome.passed,
-        outcome.score,
-        _json(outcome.scores),
-        outcome.duration_ms,
-        outcome.tokens,
-        outcome.cost_usd,
-        outcome.error,
-        outcome.source,
-        _json(outcome.tags),
-        datetime.now(UTC),
-    ]
+def result_row(eval_id: str, outcome: TrialOutcome) -> dict[str, Any]:
+    """The `results` row of one scored trial."""
+    return {
+        "eval_id": eval_id,
+        "suite": outcome.suite,
+        "case_id": outcome.case_id,
+        "trial": outcome.trial,
+        "run_id": outcome.run_id,
+        "status": outcome.status,
+        "passed": outcome.passed,
+        "score": outcome.score,
+        "scores": _json(outcome.scores),
+        "duration_ms": outcome.duration_ms,
+        "tokens": outcome.tokens,
+        "cost_usd": outcome.cost_usd,
+        "error": outcome.error,
+        "source": outcome.source,
+        "tags": _json(outcome.tags),
+        "recorded_at": datetime.now(UTC),
+        "replay": _replay(outcome),
+    }
+
+
+def _replay(outcome: TrialOutcome) -> str | None:
+    if not outcome.drifts and not outcome.divergences:
+        return None
+    return _json({"drifts": outcome.drifts, "divergences": outcome.divergences})
 
 
 def store_outcomes(store: Any, eval_id: str, outcomes: Sequence[TrialOutcome]) -> None:
-    if not outcomes:
-        return
-    with store.writing() as conn:
-        conn.executemany(
-            "INSERT INTO results (eval_id, suite, case_id, trial, run_id, status, passed, score, "
-            "scores, duration_ms, tokens, cost_usd, error, source, tags, recorded_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [_row(eval_id, outcome) for outcome in outcomes],
-        )
+    """Keep results now: journaled beside the store at once, stored with the next batch."""
+    store.record_results([result_row(eval_id, outcome) for outcome in outcomes])
 
 
 class ResultWriter:
-    """Buffers results and writes them in batches: opening the store for writing costs tens
-    of milliseconds, so one write per trial would dominate a replayed eval. Results reach the
-    store at least every `interval_s` and at the end, so `--resume` loses little."""
+    """Keeps each result as its trial finishes. The journal makes it durable at once (a
+    killed eval keeps every scored trial, so `--resume` runs only the rest); the store's
+    background thread writes journaled results and runs to DuckDB together, in batches."""
 
-    def __init__(self, store: Any, eval_id: str, interval_s: float = 2.0) -> None:
+    def __init__(self, store: Any, eval_id: str) -> None:
         self.store = store
         self.eval_id = eval_id
-        self.interval_s = interval_s
-        self._pending: list[TrialOutcome] = []
-        self._last = time.monotonic()
 
     def add(self, outcome: TrialOutcome) -> None:
-        self._pending.append(outcome)
-        if time.monotonic() - self._last >= self.interval_s:
-            self.flush()
+        store_outcomes(self.store, self.eval_id, [outcome])
 
     def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        store_outcomes(self.store, self.eval_id, pending)
-        self._last = time.monotonic()
+        self.store.flush()
 
 
 def finish_eval(store: Any, run: Any) -> None:
@@ -135,7 +130,8 @@ def stored_outcomes(store: Any, eval_id: str) -> dict[tuple[str, str, int], Tria
     with store.reading() as conn:
         rows = conn.execute(
             "SELECT suite, case_id, trial, run_id, status, score, scores, duration_ms, tokens, "
-            "cost_usd, error, source, tags FROM results WHERE eval_id = ? ORDER BY recorded_at",
+            "cost_usd, error, source, tags, replay FROM results WHERE eval_id = ? "
+            "ORDER BY recorded_at",
             [eval_id],
         ).fetchall()
     found: dict[tuple[str, str, int], TrialOutcome] = {}
@@ -154,7 +150,9 @@ def stored_outcomes(store: Any, eval_id: str) -> dict[tuple[str, str, int], Tria
             error,
             source,
             tags,
+            replay,
         ) = row
+        seen = orjson.loads(replay) if replay else {}
         found[(suite, case_id, trial)] = TrialOutcome(
             suite=suite,
             case_id=case_id,
@@ -169,5 +167,7 @@ def stored_outcomes(store: Any, eval_id: str) -> dict[tuple[str, str, int], Tria
             error=error,
             tags=orjson.loads(tags) if tags else [],
             source=source,
+            drifts=seen.get("drifts", []),
+            divergences=seen.get("divergences", []),
         )
     return found

@@ -60,6 +60,11 @@ class TrialOutcome:
     error: str | None = None
     tags: list[str] = field(default_factory=list)
     source: str | None = None  # "file:line" of the case
+    # What replaying the recording showed, whether or not it failed the trial: each drifted
+    # model call ({call, agent, step, changes}) and the divergences from the recorded
+    # trajectory (first first), as `DriftAt.as_dict()` and `Divergence.as_dict()`.
+    drifts: list[dict[str, Any]] = field(default_factory=list)
+    divergences: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str]:

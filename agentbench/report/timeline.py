@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentbench.evals.compare_text import describe_divergence, drift_text
 from agentbench.evals.stats import TrialOutcome
 from agentbench.trace._json import dumps, loads
 from agentbench.trace.schema import (
@@ -56,7 +57,20 @@ def trial_detail(outcome: TrialOutcome, runs: list[RunTrace]) -> dict[str, Any]:
             for s in outcome.scores
         ],
         "runs": [_run(trace) for trace in runs],
+        "replay": _replay(outcome),
     }
+
+
+def _replay(outcome: TrialOutcome) -> dict[str, Any] | None:
+    """What replaying the recording showed: the drift from its root cause, and whether it
+    failed the trial (it is only reported under --allow-drift)."""
+    text = drift_text(outcome, 120)
+    if text is None:
+        if not outcome.divergences:
+            return None
+        text = describe_divergence(outcome.divergences[0], 120)
+    counted = any(s.get("name") == "request_drift" and not s.get("passed") for s in outcome.scores)
+    return {"text": clip(text), "counted": counted or not outcome.drifts}
 
 
 def _run(trace: RunTrace) -> dict[str, Any]:

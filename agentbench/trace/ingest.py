@@ -2,9 +2,10 @@
 
 DuckDB pays about 1.6 ms per INSERT statement whatever its size, and inserts Arrow data at
 hundreds of thousands of rows a second, so a batch of many runs costs little more than one.
-A run that is already stored (ingested before a crash, recovered twice, imported again) is
-skipped by id: `runs.run_id` is the primary key, and a conflict switches to a slower path
-that filters the batch first, so the common case pays nothing for it.
+Eval results travel in the same batches (as durable as the runs they scored). A run that is
+already stored (ingested before a crash, recovered twice, imported again) is skipped by id:
+`runs.run_id` is the primary key, and a conflict switches to a slower path that filters the
+batch first, so the common case pays nothing for it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def insert_rows(conn: duckdb.DuckDBPyConnection, rows: RunRows) -> Inserted:
             conn.execute("BEGIN")
             tables = _not_yet_stored(conn, tables)
             _insert(conn, tables)
+        if rows.results:
+            _insert_results(conn, rows.results_arrow())
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -92,3 +95,16 @@ def _not_yet_stored(
         name: table.filter(pc.invert(pc.is_in(table.column("run_id"), value_set=stored)))
         for name, table in tables.items()
     }
+
+
+def _insert_results(conn: duckdb.DuckDBPyConnection, results: pa.Table) -> None:
+    """Eval results; one already stored (a journal ingested twice) is skipped."""
+    view = f"_agentbench_results_{next(_view_names)}"
+    conn.register(view, results)
+    conn.execute(
+        f"INSERT INTO results BY NAME SELECT * FROM {view} AS new WHERE NOT EXISTS ("
+        "SELECT 1 FROM results AS old WHERE old.eval_id = new.eval_id AND old.suite = new.suite "
+        "AND old.case_id = new.case_id AND old.trial = new.trial "
+        "AND old.recorded_at = new.recorded_at)"
+    )
+    conn.unregister(view)

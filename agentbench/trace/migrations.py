@@ -162,6 +162,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE runs ADD COLUMN finished_seq BIGINT;
         """,
     ),
+    Migration(
+        4,
+        "results keep what replay saw",
+        # JSON: {"drifts": [...], "divergences": [...]} — requests that differed from the
+        # recording and where the run first behaved differently from it, kept even when
+        # drift is allowed, so it is reported whether or not it failed the case.
+        """
+        ALTER TABLE results ADD COLUMN replay VARCHAR;
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].id
 MARKER_TABLE = "schema_migrations"

@@ -224,36 +224,69 @@ TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Scored results of evals (the `results` table, filled by `agentbench.evals`): journaled and
+# stored like runs, so a result is as durable as the run it scored.
+RESULTS_SCHEMA = pa.schema(
+    [
+        pa.field("eval_id", pa.string(), nullable=False),
+        pa.field("suite", pa.string(), nullable=False),
+        pa.field("case_id", pa.string(), nullable=False),
+        pa.field("trial", pa.int64(), nullable=False),
+        pa.field("run_id", pa.string()),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("passed", pa.bool_(), nullable=False),
+        pa.field("score", pa.float64()),
+        pa.field("scores", pa.string()),
+        pa.field("duration_ms", pa.float64()),
+        pa.field("tokens", pa.int64()),
+        pa.field("cost_usd", pa.float64()),
+        pa.field("error", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("tags", pa.string()),
+        pa.field("recorded_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("replay", pa.string()),
+    ]
+)
+_WITH_RESULTS = (*TABLES, "results")
+TIMESTAMP_COLUMNS["results"] = ("recorded_at",)
+
+
 @dataclass
 class RunRows:
-    """Rows of one or more runs, by table, as plain dicts (the recorder's output)."""
+    """Rows of one or more runs, by table, as plain dicts (the recorder's output), and any
+    eval results that travel with them."""
 
     runs: list[dict[str, Any]] = field(default_factory=list)
     llm_calls: list[dict[str, Any]] = field(default_factory=list)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     context_diffs: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
 
     def table(self, name: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = getattr(self, name)
         return rows
 
     def is_empty(self) -> bool:
-        return not any(self.table(name) for name in TABLES)
+        return not any(self.table(name) for name in _WITH_RESULTS)
 
     def extend(self, other: RunRows) -> None:
-        for name in TABLES:
+        for name in _WITH_RESULTS:
             self.table(name).extend(other.table(name))
 
     def as_dict(self) -> dict[str, list[dict[str, Any]]]:
-        return {name: self.table(name) for name in TABLES if self.table(name)}
+        return {name: self.table(name) for name in _WITH_RESULTS if self.table(name)}
 
     @classmethod
     def from_dict(cls, data: dict[str, list[dict[str, Any]]]) -> RunRows:
         rows = cls()
-        for name in TABLES:
+        for name in _WITH_RESULTS:
             rows.table(name).extend(data.get(name, ()))
         return rows
+
+    def results_arrow(self) -> pa.Table:
+        columns = {f.name: [row.get(f.name) for row in self.results] for f in RESULTS_SCHEMA}
+        return pa.Table.from_pydict(columns, schema=RESULTS_SCHEMA)
 
     def arrow(self, name: str) -> pa.Table:
         """One table's rows as an Arrow table with the stored schema."""

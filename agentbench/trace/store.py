@@ -91,6 +91,12 @@ class TraceStore:
     def run_finished(self, rows: RunRows) -> None:
         self._recorder_side().run_finished(rows)
 
+    def record_results(self, rows: list[dict[str, Any]]) -> None:
+        """Keep eval result rows (the `results` table): journaled at once, stored with the
+        next batch of runs, so a killed eval keeps every result it had scored."""
+        if rows:
+            self._recorder_side().run_finished(RunRows(results=list(rows)))
+
     def flush(self) -> None:
         """Store every finished run now (normally a background thread does it)."""
         if self._recording is not None:

@@ -188,6 +188,10 @@
     parts.push(data.scores.length ? scoresTable(data.scores) : el("div", "muted", ["no scorers"]));
     parts.push(el("h4", "", ["Output"]), pre(data.output));
     if (data.error) { parts.push(el("h4", "", ["Error"]), pre(data.error)); }
+    if (data.replay) {
+      parts.push(el("h4", "", ["Against the recording" + (data.replay.counted ? "" : " (request drift reported, not counted)")]));
+      parts.push(pre(data.replay.text));
+    }
     parts.push(el("h4", "", ["Trace (" + data.runs.length + " run" + (data.runs.length === 1 ? "" : "s") + ")"]));
     data.runs.forEach(function (run) { parts.push(runSection(run, data.runs.length <= 3)); });
     var cell = el("td", "detail", [el("div", "detail", parts)]);
