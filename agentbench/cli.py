@@ -11,6 +11,8 @@ import sys
 import click
 
 from agentbench._version import __version__
+from agentbench.commands.boundary import DEBUG_ENV, DEBUG_FLAG, Invocation, unexpected
+from agentbench.commands.boundary import report as report_error
 from agentbench.commands.promote import promote
 from agentbench.commands.replay import diff, replay
 from agentbench.commands.report import report
@@ -31,7 +33,14 @@ Examples:
 """,
 )
 @click.version_option(__version__, "-V", "--version", prog_name="agentbench")
-def cli() -> None:
+@click.option(
+    DEBUG_FLAG,
+    "debug",
+    is_flag=True,
+    help=f"On an unexpected error, print the full traceback (or set {DEBUG_ENV}=1); "
+    "accepted anywhere on the command line.",
+)
+def cli(debug: bool) -> None:
     """agentbench: run agents, record them as traces, replay and score them."""
 
 
@@ -45,22 +54,26 @@ cli.add_command(report)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: map agentbench errors to the documented exit codes."""
+    """Entry point: map every error to the documented exit codes; no traceback unless asked."""
+    invocation = Invocation.parse(argv)
     try:
         # Commands that gate (run, replay, diff) return their exit code.
-        code = cli.main(args=argv, prog_name="agentbench", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        return EXIT_INFRA
+        code = cli.main(args=invocation.args, prog_name="agentbench", standalone_mode=False)
+    except click.exceptions.Abort as exc:
+        return report_error(invocation, exc, "aborted", EXIT_INFRA, "aborted")
     except click.ClickException as exc:
-        exc.show()
-        return EXIT_USAGE
+        if not invocation.as_json:
+            exc.show()
+            return EXIT_USAGE
+        return report_error(invocation, exc, f"error: {exc.format_message()}", EXIT_USAGE, "usage")
     except UsageError as exc:
-        click.echo(f"error: {exc}", err=True)
-        return EXIT_USAGE
+        return report_error(invocation, exc, f"error: {exc}", EXIT_USAGE, "usage")
     except AgentbenchError as exc:
-        click.echo(f"error: {exc}", err=True)
-        return EXIT_INFRA
+        return report_error(invocation, exc, f"error: {exc}", EXIT_INFRA, "infrastructure")
+    except Exception as exc:
+        command = invocation.command(set(cli.commands))
+        line = unexpected(command, exc, debug=invocation.debug)
+        return report_error(invocation, exc, line, EXIT_INFRA, "unexpected")
     return code if isinstance(code, int) else EXIT_OK
 
 

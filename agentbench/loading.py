@@ -21,6 +21,13 @@ def load_object(ref: str, *, what: str = "object", search_path: Path | None = No
         module = import_module(module_name, search_path=search_path)
     except ImportError as exc:
         raise UsageError(f"{what} {ref!r}: cannot import {module_name!r}: {exc}") from None
+    except (Exception, SystemExit) as exc:
+        # The user's module failed while it ran (a bug in it, a missing setting): that is
+        # theirs to fix, named as such — not a crash of agentbench.
+        message = " ".join(str(exc).split()) or "(no message)"
+        raise UsageError(
+            f"{what}: importing {module_name!r} raised {type(exc).__name__}: {message}"
+        ) from exc
     target: Any = module
     for part in attribute.split("."):
         try:

@@ -8,9 +8,11 @@ and answers with the next tool call or the final text. This script serves those 
 an OpenAI-compatible server on 127.0.0.1 (agentbench.testing.OpenAICompatibleServer, chosen by
 the request's model name) and runs `agentbench run --live --record-mode all` against it, so
 every cassette is written by the same code path that records a real provider: the openai SDK,
-HTTP, the recording model and the cassette writer. To record against your own endpoint
-instead, run `agentbench run golden/ --live --record-mode all --model NAME` with
-OPENAI_BASE_URL and OPENAI_API_KEY set.
+HTTP, the recording model and the cassette writer. That path also records, in each cassette's
+metadata, the suite's `agent` reference and `suite_dir` (the suite folder relative to the
+cassette), so `agentbench replay replays/<suite>/<case>.yaml` needs no --agent. To record
+against your own endpoint instead, run `agentbench run golden/ --live --record-mode all
+--model NAME` with OPENAI_BASE_URL and OPENAI_API_KEY set.
 """
 
 from __future__ import annotations
@@ -42,13 +44,23 @@ def respond(request: dict[str, Any]) -> Any:
     return importlib.import_module(module).respond(request)
 
 
+def _holds_suites(path: Path) -> bool:
+    if path.is_file():
+        return path.name == "suite.yaml"
+    return path.is_dir() and next(path.rglob("suite.yaml"), None) is not None
+
+
 def record(arguments: list[str]) -> int:
-    paths = [a for a in arguments if not a.startswith("-")] or [str(ROOT / "golden")]
-    extra = [a for a in arguments if a.startswith("-")]
+    # Everything goes to `agentbench run` as written, so an option's value (`--filter ID`)
+    # stays with its option; only when no suite path is named are all the golden suites run.
+    named = any(_holds_suites(Path(a)) for a in arguments if not a.startswith("-"))
+    paths = [] if named else [str(ROOT / "golden")]
     with OpenAICompatibleServer(responder=respond) as server:
         os.environ["OPENAI_BASE_URL"] = server.base_url
         os.environ["OPENAI_API_KEY"] = "reference-policy"
-        return main(["run", *paths, "--live", "--record-mode", "all", "--concurrency", "1", *extra])
+        return main(
+            ["run", *paths, *arguments, "--live", "--record-mode", "all", "--concurrency", "1"]
+        )
 
 
 if __name__ == "__main__":

@@ -6,10 +6,14 @@ provider credentials from the developer's environment are removed so nothing goe
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import socket
 
 import pytest
+
+# The module, not the function `agentbench.trace` re-exports under the same name.
+code_version_module = importlib.import_module("agentbench.trace.code_version")
 
 _real_connect = socket.socket.connect
 
@@ -31,6 +35,15 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "AGENTBENCH_MODEL"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _unanchored_code_version() -> object:
+    """`agentbench run` anchors the code version at the suites' repository, process-wide
+    (a CLI process runs one command); tests run many in one process."""
+    yield
+    code_version_module._anchor = None
+    code_version_module.code_version.cache_clear()
 
 
 pytest_plugins = ["pytester"]

@@ -105,6 +105,7 @@ def test_a_changed_tool_makes_the_case_newly_failing(two_evals) -> None:
         "significant_drop",
         "gate",
         "cases",
+        "baseline_version",
         "not_compared",
     ]
     kinds = [(c["case_id"], c["kind"]) for c in data["cases"]]
@@ -209,7 +210,9 @@ def test_unknown_eval_is_a_usage_error(two_evals) -> None:
 # -- constructed evals: flaky, budget, score, added, removed and the ordering -----------------
 
 
-def store_eval(store: TraceStore, eval_id: str, outcomes: list[TrialOutcome]) -> None:
+def store_eval(
+    store: TraceStore, eval_id: str, outcomes: list[TrialOutcome], version: str = "0" * 40
+) -> None:
     """An eval and its results written straight into the tables, in one transaction."""
     from datetime import UTC, datetime
 
@@ -218,7 +221,7 @@ def store_eval(store: TraceStore, eval_id: str, outcomes: list[TrialOutcome]) ->
         conn.execute(
             "INSERT INTO evals (eval_id, suite, started_at, finished_at, status, code_version) "
             "VALUES (?, 's', ?, ?, 'finished', ?)",
-            [eval_id, now, now, "0" * 40],
+            [eval_id, now, now, version],
         )
         conn.executemany(
             "INSERT INTO results (eval_id, suite, case_id, trial, run_id, status, passed, score, "
@@ -384,3 +387,22 @@ def test_suites_only_one_eval_ran_are_named_not_compared(tmp_path: Path) -> None
     assert comparison.baseline_rate == 1.0 and comparison.current_rate == 0.5
     text = comparison_text(comparison)
     assert "suites only in the baseline (not run now, not compared): other" in text
+
+
+def test_failures_no_clean_baseline_excuses_fail_the_gate(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path / "excuses.duckdb")
+    base = [trial("known", "failed"), trial("fine", "passed")]
+    now = [trial("known", "failed"), trial("fine", "passed"), trial("new", "failed")]
+    store_eval(store, "eval_clean", base)
+    store_eval(store, "eval_dirty", base, version="0" * 40 + "+dirty")
+    store_eval(store, "eval_cur", now)
+    # A clean baseline excuses a case it failed too; nothing excuses a new failing case.
+    clean = compare_evals(store, "eval_clean", "eval_cur")
+    assert clean.gate_failed and clean.gate_reasons == [
+        "s/new fails and is not in the baseline: check: new is wrong."
+    ]
+    # A dirty baseline may be this very change evaluated before it was committed.
+    dirty = compare_evals(store, "eval_dirty", "eval_cur")
+    assert dirty.baseline_dirty
+    assert [r.split(" ", 1)[0] for r in dirty.gate_reasons] == ["s/new", "s/known"]
+    assert "the baseline ran uncommitted code" in dirty.gate_reasons[1]

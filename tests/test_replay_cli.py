@@ -128,6 +128,35 @@ def test_diff_two_stored_runs(store_and_run, capsys) -> None:
     assert "tool_result_changed" in out
 
 
+def test_diff_two_stored_runs_names_a_changed_prompt_as_request_drift(
+    store_and_run, capsys
+) -> None:
+    store, result, db = store_and_run
+    from agentbench.loading import load_object
+
+    reworded = Runner.run_sync(
+        load_object(ref("weather_new_prompt")),
+        "Weather in Paris and Oslo?",
+        model=ScriptedModel(SCRIPT),
+        store=store,
+    )
+    store.flush()
+    assert main(["diff", result.run_id, reworded.run_id, "--db", str(db)]) == 1
+    out = capsys.readouterr().out
+    assert "first difference — step 1 (weather) request_drift: model call #1" in out
+    assert "messages[0].content: 'Answer briefly.' → 'Answer in one line.'" in out
+
+    assert main(["diff", result.run_id, reworded.run_id, "--db", str(db), "--json"]) == 1
+    differences = orjson.loads(capsys.readouterr().out)["differences"]
+    # The same steps, so every difference is the request each model call sent.
+    assert [(d["class"], d["step"]) for d in differences] == [
+        ("request_drift", 1),
+        ("request_drift", 2),
+        ("request_drift", 3),
+    ]
+    assert all(d["changes"][0]["path"] == "messages[0].content" for d in differences)
+
+
 def test_a_run_id_without_an_agent_is_a_usage_error(store_and_run, capsys) -> None:
     _, result, db = store_and_run
     assert main(["replay", result.run_id, "--db", str(db)]) == 2

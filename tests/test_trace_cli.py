@@ -145,13 +145,44 @@ def test_errors_name_the_file_and_map_to_exit_codes(
     assert code == 3 and f"{junk} is not a readable DuckDB database" in err
     assert "expected an agentbench trace store" in err
     code, _, err = run_cli(capsys, "list", "--db", str(tmp_path / "none.duckdb"))
-    assert code == 3 and "no trace store at" in err
+    assert code == 2 and "no trace store at" in err
     code, _, err = run_cli(capsys, "import", str(tmp_path), "--db", str(db))
     assert code == 3 and "has no manifest.json" in err
     code, _, err = run_cli(capsys, "list", "--db", str(db), "--since", "yesterday")
     assert code == 2 and "--since 'yesterday'" in err
     code, _, err = run_cli(capsys, "list", "--db", str(db), "--status", "nope")
     assert code == 2
+
+
+def test_a_store_not_recorded_yet_is_a_usage_error_for_every_reading_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "none.duckdb"
+    expected = f"error: no trace store at {missing}; run `agentbench run` first (or pass --db)"
+    commands = [
+        ["traces", "list"],
+        ["traces", "show", "run_x"],
+        ["traces", "sql", "SELECT 1"],
+        ["traces", "export", str(tmp_path / "lake")],
+        ["diff", "eval_x", "eval_y"],
+    ]
+    for command in commands:
+        code = main([*command, "--db", str(missing)])
+        captured = capsys.readouterr()
+        assert (code, captured.err.strip(), captured.out) == (2, expected, ""), command
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing created by reading
+    code = main(["report", "latest", "--db", str(missing)])
+    assert code == 2 and f"no trace store at {missing}" in capsys.readouterr().err
+
+
+def test_diff_of_names_that_are_neither_evals_nor_runs(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["diff", "eval_x", "eval_y", "--db", str(db)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: no eval or run 'eval_x' in {db} (2 runs stored)")
+    code = main(["traces", "show", "eval_x", "--db", str(db)])
+    assert code == 2 and f"no run 'eval_x' in {db}" in capsys.readouterr().err
 
 
 def test_db_defaults_to_the_environment(

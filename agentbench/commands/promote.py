@@ -4,24 +4,179 @@ The run (and the runs it handed off to) is converted to a cassette in the suite'
 folder, and a case is appended to the suite's `cases/promoted.yaml` with expectations drawn
 from what the run did: its stop reason, the tools it called and its final output. The suite
 is loaded again afterwards; if the new case does not validate, nothing is kept.
+
+Expectations copied from a run are only as good as the run, so a run handed off from another
+is promoted from the root of its conversation (the suite's agent starts there), and a run that
+did not finish, failed its eval case or had request drift is refused unless `--force` is given.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
+import duckdb
 import orjson
 import yaml
 
 from agentbench.commands.traces import open_store, store_options
 from agentbench.errors import UsageError
 from agentbench.evals.dataset import load_suite
+from agentbench.evals.suite_files import SUITE_FILE
+from agentbench.evals.suite_models import Suite
 from agentbench.replay.convert import cassette_from_store
+from agentbench.trace import queries
+from agentbench.trace.store import TraceStore
 
 PROMOTED = Path("cases") / "promoted.yaml"
+UNFINISHED = ("incomplete", "error", "cancelled")  # run statuses with no whole behaviour to copy
+GOOD_RESULTS = ("passed", "xpassed")
+# Every run of the conversation that starts at the root: the runs it handed off to, and theirs.
+_CONVERSATION = """
+WITH RECURSIVE tree(run_id) AS (
+    SELECT CAST(? AS VARCHAR)
+    UNION
+    SELECT runs.run_id FROM runs JOIN tree ON runs.parent_run_id = tree.run_id
+)
+SELECT run_id, agent, status, stop_reason, error FROM runs
+WHERE run_id IN (SELECT run_id FROM tree) ORDER BY started_at, run_id
+"""
+
+
+@dataclass
+class StoredConversation:
+    """What the store says about the run asked for: its root, its runs, its eval result."""
+
+    asked: str
+    root: str
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    result: dict[str, Any] | None = None  # the newest eval result of the run or its root
+    missing_parent: str | None = None  # a parent the store does not hold (a partial import)
+
+    def problems(self) -> list[str]:
+        """Why expectations drawn from this conversation may be wrong; empty when sound."""
+        found = [
+            f"run {run['run_id']} ({run['agent']}) did not finish (status {run['status']}"
+            + (f": {_error_text(run['error'])}" if run["error"] else "")
+            + "), so the case would expect half a run"
+            for run in self.runs
+            if run["status"] in UNFINISHED
+        ]
+        if self.result is not None:
+            result = self.result
+            where = (
+                f"eval {result['eval_id']}, case {result['suite']}/{result['case_id']}, "
+                f"trial {result['trial']}"
+            )
+            failure = _first_failure(result)
+            if result["status"] not in GOOD_RESULTS and failure is not None:
+                found.append(
+                    f"it {result['status']} its case ({where}): {failure}; the new case "
+                    "would expect that behaviour, which may also be a replayed recording "
+                    "rather than the agent's own"
+                )
+            if (drift := _drift(result)) is not None:
+                found.append(
+                    f"its case had request drift ({where}): {drift}; the recorded answers "
+                    "were served to different requests, so they are not the agent's behaviour"
+                )
+        return found
+
+
+def read_conversation(store: TraceStore, run_id: str) -> StoredConversation:
+    """The run `run_id` names (an id or unique prefix), walked up to its root."""
+    with store.reading() as conn:
+        asked = queries.resolve_run_id(conn, run_id, store.path)
+        found = StoredConversation(asked=asked, root=asked)
+        seen = {asked}  # a damaged store could link runs in a circle
+        while (parent := _parent(conn, found.root)) is not None and parent not in seen:
+            if not conn.execute("SELECT 1 FROM runs WHERE run_id = ?", [parent]).fetchone():
+                found.missing_parent = parent
+                break
+            seen.add(parent)
+            found.root = parent
+        found.runs = queries.fetch(conn, _CONVERSATION, [found.root])
+        found.result = _result_of(conn, asked, found.root)
+    return found
+
+
+def _result_of(conn: duckdb.DuckDBPyConnection, asked: str, root: str) -> dict[str, Any] | None:
+    """The newest eval result whose run is `asked` or `root`, or whose multi-turn case had
+    `root` as the root of an earlier turn (`turn_runs` in its details)."""
+    sql = (
+        "SELECT * FROM results WHERE run_id IN (?, ?) OR contains(coalesce(details, ''), ?) "
+        "ORDER BY recorded_at DESC"
+    )
+    for row in queries.fetch(conn, sql, [asked, root, f'"{root}"']):
+        row["details"] = orjson.loads(row.get("details") or "{}")
+        if row["run_id"] in (asked, root) or root in row["details"].get("turn_runs", ()):
+            return row
+    return None
+
+
+def _parent(conn: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
+    row = conn.execute("SELECT parent_run_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    return str(row[0]) if row and row[0] else None
+
+
+def _error_text(stored: str) -> str:
+    """A run's stored error (JSON: type, message, step) as "ModelError: gateway down"."""
+    try:
+        error = orjson.loads(stored)
+    except orjson.JSONDecodeError:
+        return stored
+    if isinstance(error, dict) and error.get("message"):
+        return f"{error.get('type') or 'error'}: {error['message']}"
+    return stored
+
+
+def _first_failure(result: dict[str, Any]) -> str | None:
+    """The first reason the case failed other than request drift (reported on its own)."""
+    scores = orjson.loads(result["scores"] or "[]")
+    for score in scores:
+        if not score.get("passed", True) and score.get("name") != "request_drift":
+            return f"{score.get('name')}: {score.get('reason')}"
+    if result["error"]:
+        return str(result["error"])
+    drifted = any(score.get("name") == "request_drift" for score in scores)
+    return None if drifted else f"status {result['status']}"
+
+
+def _drift(result: dict[str, Any]) -> str | None:
+    """The request drift a result recorded: its failing score, or (with --allow-drift,
+    where drift passes) the drifts kept in its details."""
+    for score in orjson.loads(result["scores"] or "[]"):
+        if score.get("name") == "request_drift":
+            return str(score.get("reason"))
+    drifts = result["details"].get("drifts") or []
+    if not drifts:
+        return None
+    first = drifts[0]
+    changed = ", ".join(c.get("path", "?") for c in first.get("changes", ())[:3]) or "the request"
+    more = f"; {len(drifts) - 1} more drifted call(s)" if len(drifts) > 1 else ""
+    return f"model call #{first.get('call')} ({first.get('agent')}) changed {changed}{more}"
+
+
+def target_suite(folder: Path) -> Suite:
+    """The suite in `folder`, or one line saying why `folder` is not a suite folder."""
+    if not folder.is_dir():
+        raise UsageError(
+            f"--suite {folder}: no such folder (expected a suite folder holding {SUITE_FILE}, "
+            "such as golden/sre)"
+        )
+    if not (folder / SUITE_FILE).is_file():
+        below = sorted(str(p.parent) for p in folder.glob(f"*/{SUITE_FILE}"))
+        if below:
+            raise UsageError(
+                f"--suite {folder}: not a suite folder but one holding suites "
+                f"({', '.join(below[:6])}{', …' if len(below) > 6 else ''}); name the one to "
+                "add the case to"
+            )
+        raise UsageError(f"--suite {folder}: no {SUITE_FILE} in this folder (not a suite folder)")
+    return load_suite(folder)
 
 
 def case_entry(case_id: str, info: dict[str, Any]) -> dict[str, Any]:
@@ -67,26 +222,60 @@ Examples:
     help="The golden suite folder to add the case to.",
 )
 @click.option("--id", "case_id", default=None, help="Case id (default: promoted-<run id>).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Promote even a run that did not finish, failed its eval case or had request drift "
+    "(its expectations then copy that behaviour; check them).",
+)
 @store_options
 def promote(
-    run_id: str, suite_dir: Path, case_id: str | None, db: Path | None, wait_s: float
+    run_id: str,
+    suite_dir: Path,
+    case_id: str | None,
+    force: bool,
+    db: Path | None,
+    wait_s: float,
 ) -> int:
     """Turn stored run RUN_ID into a golden case of the suite."""
-    suite = load_suite(suite_dir)
-    store = open_store(db, wait_s)
-    cassette = cassette_from_store(store, run_id)
+    suite = target_suite(suite_dir)
+    store = open_store(db, wait_s, existing=True)
+    stored = read_conversation(store, run_id)
+    if stored.missing_parent is not None:
+        click.echo(
+            f"warning: run {stored.root} was handed off from {stored.missing_parent}, which is "
+            f"not in {store.path}; promoting from {stored.root}",
+            err=True,
+        )
+    elif stored.root != stored.asked:
+        click.echo(
+            f"run {stored.asked} was handed off from {stored.root}; promoting the conversation "
+            f"from its root {stored.root}"
+        )
+    problems = stored.problems()
+    if problems and not force:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(
+            f"refusing to promote run {stored.root}: {problems[0]}{more}; pass --force to "
+            "promote it anyway"
+        )
+    for problem in problems:
+        click.echo(f"warning: promoting anyway (--force): {problem}", err=True)
+    cassette = cassette_from_store(store, stored.root)
     info = cassette.info
     case_id = case_id or f"promoted-{re.sub(r'[^A-Za-z0-9]', '', info['source_run'])[-10:]}"
     if any(case.id == case_id for case in suite.cases):
         raise UsageError(f"suite {suite.name!r} already has a case {case_id!r}; pass --id")
+    cassette_path = (suite.cassette_dir / f"{case_id}.yaml").resolve()
+    if cassette_path.exists():  # another suite's case, or a case file edited by hand
+        raise UsageError(f"cassette {cassette_path} already exists; pass another --id")
     cases_file = suite_dir / PROMOTED
     before = cases_file.read_text() if cases_file.exists() else None
-    cassette_path = suite.cassette_dir / f"{case_id}.yaml"
     text = yaml.safe_dump([case_entry(case_id, info)], sort_keys=False, allow_unicode=True)
     cases_file.parent.mkdir(parents=True, exist_ok=True)
     cases_file.write_text((before.rstrip() + "\n\n" if before else "") + text)
     try:
-        load_suite(suite_dir)
+        reloaded = load_suite(suite_dir)
     except UsageError:
         if before is None:
             cases_file.unlink()
@@ -94,5 +283,8 @@ def promote(
             cases_file.write_text(before)
         raise
     cassette.save(cassette_path)
-    click.echo(f"case {case_id} added to {cases_file}; cassette {cassette_path}")
+    source = next((c.source for c in reloaded.cases if c.id == case_id), None)
+    at = f"{source[0].resolve()}:{source[1]}" if source else str(cases_file.resolve())
+    click.echo(f"case {case_id} added to suite {reloaded.name} at {at}")
+    click.echo(f"cassette {cassette_path}")
     return 0

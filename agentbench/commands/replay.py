@@ -21,13 +21,22 @@ from agentbench.errors import UsageError
 from agentbench.evals import results_store
 from agentbench.evals.compare import compare_evals
 from agentbench.evals.compare_text import comparison_text
+from agentbench.evals.dataset import load_suite
+from agentbench.evals.harness import agent_for, run_setup
 from agentbench.loading import load_object
-from agentbench.replay.cassette import RecordMode
-from agentbench.replay.convert import stored_trajectory
-from agentbench.replay.diff import align
-from agentbench.replay.replayer import Replayer
+from agentbench.replay.cassette import Cassette, RecordMode
+from agentbench.replay.convert import conversation, stored_trajectory
+from agentbench.replay.diff import CallRequest, align, request_divergences, with_request_drift
+from agentbench.replay.replayer import (
+    RecordedAgent,
+    Replayer,
+    loaded_from,
+    recorded_agent,
+    suite_folder,
+)
 from agentbench.replay.tool_policy import ToolPolicies
 from agentbench.runtime.agent import Agent
+from agentbench.trace.errors import NoSuchRunError
 from agentbench.trace.redact import Redactor
 
 EXIT_UNCHANGED, EXIT_DIVERGED = 0, 1
@@ -40,6 +49,45 @@ def _agent(ref: str | None) -> Agent | None:
     if not isinstance(loaded, Agent):
         raise UsageError(f"--agent {ref!r} is a {type(loaded).__name__}, not an agentbench Agent")
     return loaded
+
+
+def _cassette_agent(cassette: Cassette) -> tuple[Agent, ToolPolicies | None]:
+    """The agent a cassette was recorded with, when no --agent is given, and the tool
+    policies of its suite. A cassette the harness wrote names its suite folder (`suite_dir`):
+    the agent is then built exactly as `agentbench run` builds it (the suite's model
+    settings, its setup run). Otherwise the recorded `agent` reference is imported from the
+    cassette's repository."""
+    folder = suite_folder(cassette)
+    if folder is not None and (folder / "suite.yaml").is_file():
+        suite = load_suite(folder)
+        agent = agent_for(suite)
+        run_setup(suite)
+        origin = loaded_from(suite.agent, folder)
+        _note_origin(RecordedAgent(agent, suite.agent, suite.root, origin))
+        return agent, suite.tools.policies()
+    recorded = recorded_agent(cassette)
+    _note_origin(recorded)
+    return recorded.agent, None
+
+
+def _note_origin(recorded: RecordedAgent) -> None:
+    # Another checkout's cassette may import this checkout's code (or an installed copy):
+    # the replay is then of that code, which the user should know.
+    if recorded.elsewhere:
+        click.echo(f"note: {recorded.note()}", err=True)
+
+
+def _stored_calls(store: Any, run_id: str) -> list[CallRequest]:
+    """The rebuilt request of every model call of a stored run and the runs it led to."""
+    calls = []
+    for trace in conversation(store, run_id):
+        requests = store.requests(trace.run.run_id)
+        for call in sorted(trace.llm_calls, key=lambda c: c.seq):
+            if call.seq in requests:
+                calls.append(
+                    CallRequest(trace.run.agent, call.purpose, call.step or 0, requests[call.seq])
+                )
+    return calls
 
 
 def _live_model(model: str | None, needed: bool) -> Any:
@@ -130,18 +178,27 @@ def replay(
     """Replay RUN_ID or CASSETTE against the current code; exit 1 if behaviour diverged."""
     store = open_store(db, wait_s)
     needs_live = live_from is not None or record_mode in ("new_episodes", "all")
+    path = Path(target)
+    agent = _agent(agent_ref)
+    tools = ToolPolicies.parse(tools_default, tool_specs)
+    cassette = Cassette.load(path) if path.is_file() else None
+    if cassette is not None and agent is None:
+        agent, suite_tools = _cassette_agent(cassette)
+        source = click.get_current_context().get_parameter_source("tools_default")
+        told = tool_specs or source is not click.core.ParameterSource.DEFAULT
+        if suite_tools is not None and not told:
+            tools = suite_tools  # as `agentbench run` replays the case
     replayer = Replayer(
-        _agent(agent_ref),
+        agent,
         strict=strict,
-        tools=ToolPolicies.parse(tools_default, tool_specs),
+        tools=tools,
         live_model=_live_model(model_name, needs_live),
         live_from=live_from,
         record_mode=record_mode,
         store=store,
     )
-    path = Path(target)
-    if path.is_file():
-        report = asyncio.run(replayer.replay(path, save_to=save_to))
+    if cassette is not None:
+        report = asyncio.run(replayer.replay(cassette, save_to=save_to))
     elif path.suffix in (".yaml", ".yml", ".json") or "/" in target or os.sep in target:
         # Written as a path, so meant as a cassette: "no such run id" would mislead.
         raise UsageError(
@@ -199,7 +256,7 @@ def diff(
     For evals, exit 1 means the gate failed: a case passed in EVAL_A and fails in EVAL_B, or
     the pass rate dropped significantly.
     """
-    store = open_store(db, wait_s)
+    store = open_store(db, wait_s, existing=True)
     evals = [results_store.eval_exists(store, target) for target in (run_a, run_b)]
     if all(evals):
         return _diff_evals(store, run_a, run_b, as_json, budget_pct, report_dir)
@@ -209,8 +266,13 @@ def diff(
             f"{eval_id} is an eval but {other} is not: diff two evals (EVAL_A EVAL_B) "
             "or two runs (RUN_A RUN_B)"
         )
-    before, after = stored_trajectory(store, run_a), stored_trajectory(store, run_b)
-    differences = align(before, after)
+    try:
+        before, after = stored_trajectory(store, run_a), stored_trajectory(store, run_b)
+    except NoSuchRunError as exc:  # and no eval either: say both were looked for
+        raise exc.naming("eval or run") from None
+    # Same steps can still hide a changed prompt or tool schema: compare the requests too.
+    drifts = request_divergences(_stored_calls(store, run_a), _stored_calls(store, run_b), after)
+    differences = with_request_drift(align(before, after), drifts)
     if as_json:
         _emit({"a": run_a, "b": run_b, "differences": [d.as_dict() for d in differences]}, True)
     else:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from agentbench.commands.traces import open_store, store_options
+from agentbench.commands.traces import open_store, reports_dir, store_options
 from agentbench.report import resolve_eval_id, write_report
 
 EPILOG = """\b
@@ -28,9 +28,9 @@ Examples:
     "--report-dir",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("reports"),
-    show_default=True,
-    help="Folder the report goes into (as <dir>/<eval_id>/index.html).",
+    default=None,
+    help="Folder the report goes into (as <dir>/<eval_id>/index.html) "
+    "[default: reports/ at the root of the git checkout].",
 )
 @click.option(
     "--out",
@@ -42,7 +42,7 @@ Examples:
 )
 @store_options
 def report(
-    eval_id: str, out_dir: Path, legacy_out: Path | None, db: Path | None, wait_s: float
+    eval_id: str, out_dir: Path | None, legacy_out: Path | None, db: Path | None, wait_s: float
 ) -> None:
     """Write the HTML report of EVAL_ID (or `latest`) from the trace store."""
     if legacy_out is not None:
@@ -50,5 +50,5 @@ def report(
         out_dir = legacy_out
     store = open_store(db, wait_s)
     resolved = resolve_eval_id(store, eval_id)
-    path = write_report(store, resolved, out_dir)
+    path = write_report(store, resolved, reports_dir(out_dir))
     click.echo(f"report of eval {resolved}: {path}")

@@ -10,34 +10,24 @@ still run), 3 a case could not run at all (a missing or corrupt cassette).
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 
-from agentbench.ci import (
-    append_github_step_summary,
-    github_annotations,
-    markdown_summary,
-    write_junit,
-    write_summary_md,
-)
 from agentbench.commands import summary as summary_text
+from agentbench.commands.run_outputs import judge, show, write_outputs
 from agentbench.commands.traces import open_store, store_options
 from agentbench.errors import UsageError
 from agentbench.evals.against import run_against
-from agentbench.evals.baseline import find_baseline
-from agentbench.evals.compare import compare_evals
-from agentbench.evals.compare_text import comparison_text
+from agentbench.evals.baseline import check_baseline_spec
 from agentbench.evals.dataset import discover
-from agentbench.evals.gate import gate
 from agentbench.evals.harness import Harness, HarnessOptions
-from agentbench.evals.stats import TrialOutcome
+from agentbench.evals.results_store import check_resumable
 from agentbench.replay.cassette import RecordMode
-from agentbench.report import write_report
+from agentbench.trace.code_version import anchor, code_version, find_work_tree
+from agentbench.trace.store import default_path
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 
@@ -136,9 +126,9 @@ Examples:
 @click.option(
     "--report-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("reports"),
-    show_default=True,
-    help="Where the HTML report is written (<dir>/<eval_id>/index.html).",
+    default=None,
+    help="Where the HTML report is written (<dir>/<eval_id>/index.html) "
+    "[default: reports/ in the repository holding the suites].",
 )
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary and results as JSON.")
@@ -161,7 +151,7 @@ def run(
     budget_pct: float,
     junit: Path | None,
     summary_md: Path | None,
-    report_dir: Path,
+    report_dir: Path | None,
     no_report: bool,
     as_json: bool,
     db: Path | None,
@@ -171,6 +161,12 @@ def run(
     found = discover(list(paths))
     for error in found.errors:
         click.echo(f"error: {error}", err=True)
+    if not found.suites:
+        click.echo("no runnable suite found", err=True)
+        return EXIT_USAGE
+    # Everything is anchored at the repository holding the suites, wherever this was typed.
+    root = project_root(paths[0], found.suites[0])
+    anchor(root)
     options = HarnessOptions(
         trials=trials,
         concurrency=concurrency,
@@ -185,7 +181,18 @@ def run(
     )
     if baseline is not None and against is not None:
         raise UsageError("--baseline and --against both name a baseline; give one")
-    store = open_store(db, wait_s)
+    store = open_store(db or default_path(root), wait_s)
+    harness = Harness(store, options)
+    total = harness.planned_trials(found.suites)
+    if filters and total == 0:
+        names = ", ".join(s.name for s in found.suites)
+        raise UsageError(
+            f"--filter {' '.join(filters)}: no case of {names} matches (a case id, a glob such "
+            "as 'refund-*' or 'sre/*', or tag:NAME)"
+        )
+    check_baseline_spec(store, baseline, repo=root)
+    if resume is not None:
+        check_resumable(store, resume, found.suites, code_version())
     baseline_id = None
     if against is not None:
         click.echo(f"running the suites at {against} for the baseline…", err=True)
@@ -195,118 +202,37 @@ def run(
             _harness_args(trials, concurrency, filters, strict, allow_drift),
             db=store.path,
         )
-    harness = Harness(store, options)
-    total = harness.planned_trials(found.suites)
-    if not found.suites:
-        click.echo("no runnable suite found", err=True)
-        return EXIT_USAGE
     with summary_text.progress(total, enabled=sys.stderr.isatty() and not as_json) as tick:
         harness.progress = tick
         result = asyncio.run(harness.run(found.suites, [str(e) for e in found.errors]))
     store.flush()
-    summary = result.summary
-    comparison, gate_failed = _compare_and_gate(
+    verdict = judge(
         store,
         result,
         baseline_id,
         baseline,
+        repo=root,
         budget_pct=budget_pct,
         fail_under=fail_under,
-        quiet=as_json,
     )
-    report = _write_outputs(
+    written = write_outputs(
         store,
         result,
-        comparison,
-        gate_failed,
-        report_dir=None if no_report else report_dir,
+        verdict,
+        report_dir=None if no_report else (report_dir or root / "reports").absolute(),
         junit=junit,
         summary_md=summary_md,
     )
-    if as_json:
-        click.echo(
-            orjson.dumps(
-                {
-                    "eval_id": result.eval_id,
-                    "store": str(store.path),
-                    "report": str(report) if report else None,
-                    "summary": summary.as_dict(),
-                    "comparison": comparison.as_dict() if comparison is not None else None,
-                    "gate_failed": gate_failed,
-                    "suite_errors": result.suite_errors,
-                    "results": [_outcome(o) for o in result.outcomes],
-                },
-                option=orjson.OPT_INDENT_2,
-                default=str,
-            ).decode()
-        )
-    else:
-        click.echo(summary_text.render(result, store.path, fail_under=fail_under))
-        if comparison is not None:
-            click.echo("")
-            click.echo(comparison_text(comparison))
-        if report is not None:
-            click.echo(f"report: {report}")
+    show(result, verdict, written, store_path=store.path, fail_under=fail_under, as_json=as_json)
+    # The eval and every output that could be written are kept; now say what went wrong.
+    for problem in (verdict.failure, *written.failures):
+        if problem is not None:
+            raise problem
     if found.errors or len(result.suite_errors) > len(found.errors):
         return EXIT_USAGE
-    if summary.errors and fail_under is None:
+    if result.summary.errors and fail_under is None:
         return EXIT_INFRA
-    return EXIT_GATE if gate_failed else EXIT_OK
-
-
-def _compare_and_gate(
-    store: Any,
-    result: Any,
-    baseline_id: str | None,
-    baseline: str | None,
-    *,
-    budget_pct: float,
-    fail_under: float | None,
-    quiet: bool,
-) -> tuple[Any, bool]:
-    """Compare with the baseline when there is one; the gate follows from it, or from the eval."""
-    if baseline_id is None:
-        found = find_baseline(store, baseline, current_eval_id=result.eval_id)
-        baseline_id = found.eval_id
-        if baseline_id is None and baseline is not None and not quiet:
-            click.echo(found.note, err=True)
-    summary = result.summary
-    if baseline_id is not None:
-        comparison = compare_evals(
-            store, baseline_id, result.eval_id, budget_pct=budget_pct, fail_under=fail_under
-        )
-        return comparison, comparison.gate_failed
-    if fail_under is not None:
-        failed, _ = gate(None, fail_under=fail_under, current_pass_rate=summary.pass_rate)
-        return None, failed
-    # No baseline and no threshold: every counted case must pass.
-    return None, summary.failed > 0 or summary.errors > 0
-
-
-def _write_outputs(
-    store: Any,
-    result: Any,
-    comparison: Any,
-    gate_failed: bool,
-    *,
-    report_dir: Path | None,
-    junit: Path | None,
-    summary_md: Path | None,
-) -> Path | None:
-    """The HTML report, JUnit, Markdown summaries and GitHub annotations a CI job attaches."""
-    report = None
-    if report_dir is not None:
-        data = comparison.as_dict() if comparison is not None else None
-        report = write_report(store, result.eval_id, report_dir, comparison=data)
-    if junit is not None:
-        write_junit(junit, result.outcomes)
-    if summary_md is not None:
-        write_summary_md(summary_md, result, comparison, gate_failed=gate_failed)
-    append_github_step_summary(markdown_summary(result, comparison, gate_failed=gate_failed))
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in github_annotations(result.outcomes, comparison):
-            click.echo(line)
-    return report
+    return EXIT_GATE if verdict.gate_failed else EXIT_OK
 
 
 def _harness_args(
@@ -329,5 +255,7 @@ def _harness_args(
     return args
 
 
-def _outcome(outcome: TrialOutcome) -> dict[str, object]:
-    return dict(outcome.__dict__)
+def project_root(first_path: Path, first_suite: Any) -> Path:
+    """The repository the suites belong to: the git checkout around the first path, else
+    the first suite's repository root (the parent of the folder holding the suites)."""
+    return find_work_tree(first_path) or first_suite.root

@@ -21,7 +21,10 @@ import orjson
 from agentbench.commands import render
 from agentbench.errors import UsageError
 from agentbench.runtime.events import StopReason
+from agentbench.trace.code_version import find_work_tree
+from agentbench.trace.errors import StoreNotFoundError
 from agentbench.trace.schema import RunStatus
+from agentbench.trace.spool import spool_dir
 from agentbench.trace.store import TraceStore, default_path
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,11 +50,29 @@ def store_options(command: F) -> F:
     )(command)
 
 
-def open_store(db: Path | None, wait_s: float) -> TraceStore:
+def open_store(db: Path | None, wait_s: float, *, existing: bool = False) -> TraceStore:
+    """The store at `db` (or the default); `existing`: a command that only reads needs one
+    recorded already, and a missing file is a usage error (exit 2), not a broken store."""
+
     def tell(message: str) -> None:
         click.echo(f"{message}…", err=True)
 
-    return TraceStore(db or default_path(), wait_s=wait_s, on_wait=tell)
+    store = TraceStore(db or default_path(), wait_s=wait_s, on_wait=tell)
+    # Journals without a file yet: runs recorded by a process that has not stored them, which
+    # reading stores first; only a path with neither has nothing to read.
+    if existing and not store.path.exists() and not spool_dir(store.path).is_dir():
+        raise StoreNotFoundError(
+            f"no trace store at {store.path}; run `agentbench run` first (or pass --db)"
+        )
+    return store
+
+
+def reports_dir(given: Path | None) -> Path:
+    """Where HTML reports go: the folder given (relative to where the command was typed), else
+    `reports/` at the root of the git checkout around it, like the default store."""
+    if given is not None:
+        return given.absolute()
+    return (find_work_tree(Path.cwd()) or Path.cwd()) / "reports"
 
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
@@ -116,7 +137,7 @@ def list_runs(
     as_json: bool,
 ) -> None:
     """Stored runs, newest first."""
-    store = open_store(db, wait_s)
+    store = open_store(db, wait_s, existing=True)
     runs = store.runs(
         agent=agent,
         status=status,
@@ -148,7 +169,7 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="The whole trace as one JSON document.")
 def show(db: Path | None, wait_s: float, run_id: str, as_json: bool) -> None:
     """One run as a timeline (RUN_ID may be a unique prefix)."""
-    trace = open_store(db, wait_s).run(run_id)
+    trace = open_store(db, wait_s, existing=True).run(run_id)
     if as_json:
         document = {
             "run": trace.run.decoded(),
@@ -188,7 +209,7 @@ Examples:
 )
 def sql(db: Path | None, wait_s: float, query: str, output: str, max_width: int) -> None:
     """Run a read-only SQL query over the store (tables: runs, llm_calls, tool_calls, …)."""
-    result = open_store(db, wait_s).sql(query)
+    result = open_store(db, wait_s, existing=True).sql(query)
     if output == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
@@ -232,7 +253,7 @@ def export(
     db: Path | None, wait_s: float, directory: Path, file_format: str, partition_by: str
 ) -> None:
     """Write the whole store to DIRECTORY as Parquet files plus a manifest."""
-    manifest = open_store(db, wait_s).export_parquet(
+    manifest = open_store(db, wait_s, existing=True).export_parquet(
         directory, partition_by_date=partition_by == "date"
     )
     counts = ", ".join(f"{name} {entry['rows']}" for name, entry in manifest["tables"].items())

@@ -1,11 +1,12 @@
 """`--against REF`: evaluate another commit's code into the same store, to compare with.
 
 `run_against(ref, paths, args, db=...)` checks the commit out in a temporary
-`git worktree add --detach`, runs `python -m agentbench run <paths> --json --db <db> <args>`
-there with this interpreter and environment (the worktree first on PYTHONPATH, and as the
+`git worktree add --detach`, runs `python -m agentbench run <paths> --json --db <own store>
+<args>` there with this interpreter and environment (the worktree first on PYTHONPATH, and as the
 working directory, so the ref's own agentbench — when the repository is agentbench — and its
-agents, suites and cassettes are what run), returns the new eval id, and always removes the
-worktree.
+agents, suites and cassettes are what run), merges that store into `db` (so the ref's
+agentbench never opens a store another version may have migrated), returns the new eval id,
+and always removes the worktree.
 
 Limits: the ref runs with *today's* installed dependencies, so a ref that needs other package
 versions may fail to import; the ref's `agentbench run` must know `--json` and `--db` (and any
@@ -28,6 +29,7 @@ import orjson
 
 from agentbench.errors import AgentbenchError, UsageError
 from agentbench.evals.baseline import git, resolve_commit
+from agentbench.trace.store import TraceStore
 
 # Options `run_against` sets itself; passing them again would point the run elsewhere.
 _OWN_OPTIONS = ("--db", "--json", "--resume", "--against", "--baseline")
@@ -71,7 +73,12 @@ def run_against(
         for path in relative:
             if not (tree / path).exists():
                 raise UsageError(f"--against {ref}: {path} does not exist at {sha[:12]}")
-        return _run(tree, sha, ref, relative, options_args, Path(db).resolve(), python, timeout_s)
+        # Into a store of its own: the ref's agentbench may know an older schema than the
+        # store this run uses, and must never migrate or damage it. Merged afterwards.
+        own = holder / "against.duckdb"
+        eval_id = _run(tree, sha, ref, relative, options_args, own, python, timeout_s)
+        TraceStore(Path(db).resolve()).merge(own)
+        return eval_id
     finally:
         _remove(root, tree, holder)
 

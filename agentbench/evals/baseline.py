@@ -91,6 +91,20 @@ def resolve_commit(ref: str, cwd: Path) -> str:
     return sha
 
 
+def check_baseline_spec(store: Any, spec: str | None, *, repo: Path) -> None:
+    """Refuse a `--baseline` that cannot resolve before the eval runs, not after."""
+    if spec is None or spec == "latest":
+        return
+    if spec.startswith("git:"):
+        resolve_commit(spec.removeprefix("git:"), repo)
+        return
+    if not any(e.eval_id == spec for e in stored_evals(store)):
+        raise UsageError(
+            f"--baseline {spec!r}: no such eval in {store.path} "
+            "(expected an eval id, 'latest' or 'git:REF')"
+        )
+
+
 def resolve_baseline(
     store: Any, spec: str | None, *, current_eval_id: str, repo: Path | None = None
 ) -> str | None:

@@ -51,6 +51,7 @@ class CaseSide:
     reasons: list[str] = field(default_factory=list)
     source: str | None = None
     drifts: list[dict[str, Any]] = field(default_factory=list)  # the failing trial's request drift
+    turn_runs: list[str] = field(default_factory=list)  # that trial's turns, when several
 
     @property
     def fraction(self) -> float | None:
@@ -116,6 +117,7 @@ def fold(trials: Sequence[TrialOutcome]) -> CaseSide:
         reasons=reasons,
         source=next((o.source for o in ordered if o.source), None),
         drifts=drifts,
+        turn_runs=list(representative.turn_runs) if representative else [],
     )
 
 

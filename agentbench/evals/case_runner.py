@@ -9,6 +9,7 @@ each continuing the previous turn's conversation and context, all from one casse
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,14 +21,13 @@ from agentbench.evals.compare_text import describe_divergence
 from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
 from agentbench.replay.diff import Divergence, align
 from agentbench.replay.models import Drift, DriftAt, RecordingModel, ReplayModel, locate_drifts
-from agentbench.replay.session import session_metadata
+from agentbench.replay.session import continue_conversation, conversation_metadata
 from agentbench.replay.tool_policy import ReplayTools, ToolPolicies
-from agentbench.replay.trajectory import Step, trajectory
+from agentbench.replay.trajectory import Step, model_call_position, trajectory
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context
 from agentbench.runtime.events import Hook
 from agentbench.runtime.models import ChatModel, Usage
-from agentbench.runtime.orchestration import dialogue
 from agentbench.runtime.run_state import RunResult
 from agentbench.runtime.runner import Runner
 
@@ -53,6 +53,8 @@ class CasePlan:
     store: Any = None
     hooks: Sequence[Hook] = ()
     record: bool = True  # this trial may write the cassette (trial 1 only)
+    agent_ref: str | None = None  # the suite's `agent:` reference, recorded in the cassette
+    suite_dir: Path | None = None  # the suite folder, recorded relative to the cassette
 
 
 @dataclass
@@ -109,15 +111,7 @@ class CaseRun:
         )
 
     def _cause_of(self, drift: DriftAt) -> str | None:
-        steps = trajectory(self.events)
-        at = next(
-            (
-                i
-                for i, s in enumerate(steps)
-                if s.kind == "model_call" and s.agent == drift.agent and s.step == drift.step
-            ),
-            len(steps),
-        )
+        at = model_call_position(trajectory(self.events), drift.call)
         first = next(iter(self.divergences()), None)
         if first is None or first.position >= at:
             return None
@@ -168,13 +162,8 @@ def _model_for(plan: CasePlan) -> tuple[ChatModel, Cassette | None]:
 
 
 def _history(previous: RunResult | None, turn: str | list[dict[str, Any]]) -> Any:
-    if previous is None:
-        return turn
-    messages = dialogue(previous.messages)
-    if previous.output is not None and (not messages or messages[-1]["role"] != "assistant"):
-        messages.append({"role": "assistant", "content": str(previous.output)})
-    extra = [{"role": "user", "content": turn}] if isinstance(turn, str) else list(turn)
-    return [*messages, *extra]
+    # The same rule replay applies to a multi-turn cassette, so both see the same requests.
+    return continue_conversation(previous, turn)
 
 
 async def run_case(plan: CasePlan) -> CaseRun:
@@ -224,15 +213,14 @@ def _save(plan: CasePlan, model: ChatModel, outcome: CaseRun) -> Path | None:
         )
     else:
         return None
-    first = plan.turns[0] if len(plan.turns) == 1 else plan.turns
-    metadata = session_metadata(outcome.turns[0], input=first, context=plan.context)
-    # The trajectory and tool results of every turn, so replay and `recorded` tools see all.
-    every_turn = [session_metadata(t, input=None) for t in outcome.turns]
-    metadata["trajectory"] = [s for m in every_turn for s in m["trajectory"]]
-    metadata["tool_results"] = [r for m in every_turn for r in m["tool_results"]]
-    metadata["turns"] = len(plan.turns)
+    metadata = conversation_metadata(
+        outcome.turns, inputs=plan.turns, context=plan.context, agent_ref=plan.agent_ref
+    )
     metadata["suite"], metadata["case"] = plan.suite, plan.case_id
-    metadata["output"] = every_turn[-1]["output"]
-    metadata["stop_reason"] = every_turn[-1]["stop_reason"]
+    if plan.suite_dir is not None:
+        # Relative to the cassette, so `agentbench replay CASSETTE` finds the suite (and
+        # builds its agent as the harness does) from any working folder or checkout.
+        folder = os.path.relpath(plan.suite_dir.resolve(), plan.cassette.resolve().parent)
+        metadata["suite_dir"] = Path(folder).as_posix()
     cassette.update_info(**metadata)
     return cassette.save(plan.cassette)

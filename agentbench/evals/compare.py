@@ -17,6 +17,7 @@ from typing import Any
 
 from agentbench.errors import AgentbenchError, UsageError
 from agentbench.evals import results_store
+from agentbench.evals.baseline import stored_evals
 from agentbench.evals.case_changes import CaseChange, CaseSide, classify, fold, sort_key
 from agentbench.evals.gate import gate
 from agentbench.evals.significance import (
@@ -29,7 +30,7 @@ from agentbench.evals.stats import TrialOutcome
 from agentbench.replay.convert import stored_trajectory
 from agentbench.replay.diff import Divergence, align
 from agentbench.replay.drift import Change
-from agentbench.replay.trajectory import Step
+from agentbench.replay.trajectory import Step, model_call_position
 
 SIGNIFICANCE_LEVEL = 0.05
 
@@ -51,6 +52,12 @@ class Comparison:
     gate_reasons: list[str] = field(default_factory=list)
     suites_only_in_baseline: list[str] = field(default_factory=list)  # not compared
     suites_only_in_current: list[str] = field(default_factory=list)  # not compared
+    baseline_version: str | None = None  # the baseline eval's code_version
+
+    @property
+    def baseline_dirty(self) -> bool:
+        """The baseline ran uncommitted code: its failures cannot excuse this eval's."""
+        return bool(self.baseline_version and "+" in self.baseline_version)
 
     @property
     def significant_drop(self) -> bool:
@@ -78,6 +85,7 @@ class Comparison:
             "significant_drop": self.significant_drop,
             "gate": {"failed": self.gate_failed, "reasons": list(self.gate_reasons)},
             "cases": [c.as_dict() for c in self.cases],
+            "baseline_version": self.baseline_version,
             "not_compared": {
                 "suites_only_in_baseline": list(self.suites_only_in_baseline),
                 "suites_only_in_current": list(self.suites_only_in_current),
@@ -145,6 +153,7 @@ def compare_evals(
         cases=changes,
         suites_only_in_baseline=sorted(suites_before - suites_after),
         suites_only_in_current=sorted(suites_after - suites_before),
+        baseline_version=_code_version(store, baseline_eval_id),
     )
     comparison.gate_failed, comparison.gate_reasons = gate(
         comparison,
@@ -152,6 +161,10 @@ def compare_evals(
         current_pass_rate=_rate(after.values()),  # --fail-under is about the whole eval
     )
     return comparison
+
+
+def _code_version(store: Any, eval_id: str) -> str | None:
+    return next((e.code_version for e in stored_evals(store) if e.eval_id == eval_id), None)
 
 
 def _folded(outcomes: Iterable[TrialOutcome]) -> dict[tuple[str, str], CaseSide]:
@@ -187,10 +200,12 @@ def _rate(sides: Iterable[CaseSide | None]) -> float | None:
 
 
 def _trajectory(store: Any, side: CaseSide | None) -> list[Step]:
+    """The side's trial as steps: every turn's conversation, in order."""
     if side is None or side.run_id is None:
         return []
     try:
-        return stored_trajectory(store, side.run_id)
+        runs = side.turn_runs or [side.run_id]
+        return [step for run_id in runs for step in stored_trajectory(store, run_id)]
     except AgentbenchError:
         return []  # the run is not in this store (results imported without their traces)
 
@@ -211,14 +226,7 @@ def _drift_divergences(change: CaseChange) -> list[Divergence]:
     steps = change.current_steps
     found = []
     for drift in change.current.drifts if change.current else ():
-        position = next(
-            (
-                i
-                for i, s in enumerate(steps)
-                if s.kind == "model_call" and s.agent == drift["agent"] and s.step == drift["step"]
-            ),
-            len(steps),
-        )
+        position = model_call_position(steps, drift["call"])
         found.append(
             Divergence(
                 "request_drift",

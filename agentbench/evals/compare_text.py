@@ -128,7 +128,8 @@ def _side_text(side: dict[str, Any] | None) -> str:
     if not side:
         return "—"
     if side["trials"]:
-        return f"passed {side['passed_trials']}/{side['trials']}"
+        verdict = "passed" if side["passed_trials"] == side["trials"] else side["status"]
+        return f"{verdict} ({side['passed_trials']}/{side['trials']} trials passed)"
     return side["status"]
 
 

@@ -1,8 +1,10 @@
 """The regression gate: should this eval fail the build, and why (in sentences naming cases).
 
-Three things fail it: the pass rate is under `--fail-under`; a case that passed in the baseline
+Four things fail it: the pass rate is under `--fail-under`; a case that passed in the baseline
 fails now (unless its trials disagree — a flaky case is reported, never gating, so one unlucky
-trial does not block a merge); or the pass rate dropped significantly (sign test p < 0.05).
+trial does not block a merge); a failing case that no clean baseline excuses (it is new, or
+the baseline that failed it too ran uncommitted code); or the pass rate dropped significantly
+(sign test p < 0.05).
 Budget regressions, score changes and cases that were already failing are reported elsewhere
 and do not gate here; `agentbench run` without a baseline keeps its own rule (any failure).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agentbench.evals.case_changes import CaseChange
     from agentbench.evals.compare import Comparison
 
 
@@ -46,11 +49,10 @@ def gate(
         reasons.append(f"The pass rate {_pct(rate)} is under the required {_pct(fail_under)}.")
     if comparison is None:
         return bool(reasons), reasons
-    for change in comparison.of_kind("newly_failing"):
-        why = f": {_clip(change.reasons[0])}" if change.reasons else ""
-        where = f" ({change.source})" if change.source else ""
-        sentence = f"{change.name}{where} passed in the baseline and fails now{why}"
-        reasons.append(sentence if sentence.endswith(("…", ".")) else sentence + ".")
+    for change in comparison.cases:
+        reason = _failing_reason(change, dirty_baseline=comparison.baseline_dirty)
+        if reason is not None:
+            reasons.append(reason)
     if comparison.significant_drop:
         low, high = comparison.ci95 or (None, None)
         interval = (
@@ -65,3 +67,27 @@ def gate(
             f"sign test p = {comparison.p_value:.3g} over {comparison.paired_cases} paired cases)."
         )
     return bool(reasons), reasons
+
+
+def _failing_reason(change: CaseChange, *, dirty_baseline: bool) -> str | None:
+    """Why this case fails the gate, or None: it passed in the baseline and fails now; or it
+    fails and nothing excuses it — no baseline has it, or the baseline that failed it too ran
+    uncommitted code (possibly this very change, evaluated before it was committed)."""
+    now = change.current
+    if now is None or not now.trials or now.passed_trials == now.trials or change.flaky:
+        return None
+    if change.kind == "newly_failing":
+        why = "passed in the baseline and fails now"
+    elif change.baseline is None:
+        why = "fails and is not in the baseline"
+    elif dirty_baseline and change.kind not in ("newly_passing",):
+        why = (
+            "fails now and failed in the baseline too, but the baseline ran uncommitted code, "
+            "so that cannot excuse it"
+        )
+    else:
+        return None  # already failing in a clean baseline: known, reported elsewhere
+    detail = f": {_clip(change.reasons[0])}" if change.reasons else ""
+    where = f" ({change.source})" if change.source else ""
+    sentence = f"{change.name}{where} {why}{detail}"
+    return sentence if sentence.endswith(("…", ".")) else sentence + "."

@@ -97,10 +97,10 @@ def _live_factory(suite: Any, options: HarnessOptions) -> Callable[[], ChatModel
 
 
 def agent_for(suite: Any) -> Agent:
-    loaded = suite.load_object(suite.agent)
+    loaded = suite.load_object(suite.agent, what="agent")
     if not isinstance(loaded, Agent):
         raise UsageError(
-            f"{suite.path / 'suite.yaml'}: agent {suite.agent!r} is a {type(loaded).__name__}, "
+            f"{suite.where('agent')}agent {suite.agent!r} is a {type(loaded).__name__}, "
             "not an agentbench Agent"
         )
     settings = suite.model.settings if suite.model else None
@@ -109,6 +109,20 @@ def agent_for(suite: Any) -> Agent:
         loaded = copy.copy(loaded)
         loaded.model_settings = settings
     return loaded
+
+
+def run_setup(suite: Any) -> None:
+    """Call the suite's `setup:` function, if it has one; whatever it raises is a suite error."""
+    if not suite.setup:
+        return
+    function = suite.load_object(suite.setup, what="setup")
+    try:
+        function()
+    except (Exception, SystemExit) as exc:
+        message = " ".join(str(exc).split()) or "(no message)"
+        raise UsageError(
+            f"{suite.where('setup')}setup: {suite.setup}() raised {type(exc).__name__}: {message}"
+        ) from exc
 
 
 class Harness:
@@ -149,10 +163,9 @@ class Harness:
         for suite in suites:
             try:
                 agent = agent_for(suite)
-                if suite.setup:
-                    suite.load_object(suite.setup)()
-            except (AgentbenchError, ImportError, OSError, ValueError) as exc:
-                run.suite_errors.append(f"{suite.path / 'suite.yaml'}: {exc}")
+                run_setup(suite)
+            except AgentbenchError as exc:  # the suite's problem; the other suites still run
+                run.suite_errors.append(str(exc))
                 continue
             for case in suite.cases:
                 if not selected(case, suite, options.filters):
@@ -216,6 +229,8 @@ class Harness:
                 else None
             ),
             record=trial == 1,
+            agent_ref=suite.agent,
+            suite_dir=suite.path,
         )
         try:
             outcome = await run_case(plan)
@@ -272,6 +287,9 @@ class Harness:
             error=case.xfail if status == "xfailed" else None,
             drifts=drifts,
             divergences=[d.as_dict() for d in outcome.divergences()[:MAX_DIVERGENCES]],
+            turn_runs=[(t.runs or [t])[0].run_id for t in outcome.turns]
+            if len(outcome.turns) > 1
+            else [],
         )
 
 

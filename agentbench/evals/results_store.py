@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from agentbench.errors import UsageError
 from agentbench.evals.stats import TrialOutcome
 
 
@@ -28,6 +29,33 @@ def eval_exists(store: Any, eval_id: str) -> bool:
     with store.reading() as conn:
         return (
             conn.execute("SELECT 1 FROM evals WHERE eval_id = ?", [eval_id]).fetchone() is not None
+        )
+
+
+def check_resumable(
+    store: Any, eval_id: str, suites: Sequence[Any], version: str | None
+) -> None:
+    """`--resume EVAL_ID` only continues the same suites on the same code: anything else
+    would mix two versions' results in one eval."""
+    if not store.path.exists():
+        raise UsageError(f"--resume {eval_id}: no trace store at {store.path}")
+    with store.reading() as conn:
+        row = conn.execute(
+            "SELECT suite, code_version FROM evals WHERE eval_id = ?", [eval_id]
+        ).fetchone()
+    if row is None:
+        raise UsageError(f"--resume {eval_id}: no such eval in {store.path}")
+    stored_suites, stored_version = set(row[0].split(",")), row[1]
+    names = {s.name for s in suites}
+    if names != stored_suites:
+        raise UsageError(
+            f"--resume {eval_id}: it ran the suites {', '.join(sorted(stored_suites))}; these "
+            f"are {', '.join(sorted(names))} (resume with the same paths, or start a new eval)"
+        )
+    if stored_version != version:
+        raise UsageError(
+            f"--resume {eval_id}: it ran code {stored_version}; this is {version} (a resumed "
+            "eval must be one version of the code; start a new eval)"
         )
 
 
@@ -82,14 +110,21 @@ def result_row(eval_id: str, outcome: TrialOutcome) -> dict[str, Any]:
         "source": outcome.source,
         "tags": _json(outcome.tags),
         "recorded_at": datetime.now(UTC),
-        "replay": _replay(outcome),
+        "details": _details(outcome),
     }
 
 
-def _replay(outcome: TrialOutcome) -> str | None:
-    if not outcome.drifts and not outcome.divergences:
-        return None
-    return _json({"drifts": outcome.drifts, "divergences": outcome.divergences})
+def _details(outcome: TrialOutcome) -> str | None:
+    details = {
+        key: value
+        for key, value in (
+            ("drifts", outcome.drifts),
+            ("divergences", outcome.divergences),
+            ("turn_runs", outcome.turn_runs),
+        )
+        if value
+    }
+    return _json(details) if details else None
 
 
 def store_outcomes(store: Any, eval_id: str, outcomes: Sequence[TrialOutcome]) -> None:
@@ -130,7 +165,7 @@ def stored_outcomes(store: Any, eval_id: str) -> dict[tuple[str, str, int], Tria
     with store.reading() as conn:
         rows = conn.execute(
             "SELECT suite, case_id, trial, run_id, status, score, scores, duration_ms, tokens, "
-            "cost_usd, error, source, tags, replay FROM results WHERE eval_id = ? "
+            "cost_usd, error, source, tags, details FROM results WHERE eval_id = ? "
             "ORDER BY recorded_at",
             [eval_id],
         ).fetchall()
@@ -150,9 +185,9 @@ def stored_outcomes(store: Any, eval_id: str) -> dict[tuple[str, str, int], Tria
             error,
             source,
             tags,
-            replay,
+            details,
         ) = row
-        seen = orjson.loads(replay) if replay else {}
+        seen = orjson.loads(details) if details else {}
         found[(suite, case_id, trial)] = TrialOutcome(
             suite=suite,
             case_id=case_id,
@@ -169,5 +204,6 @@ def stored_outcomes(store: Any, eval_id: str) -> dict[tuple[str, str, int], Tria
             source=source,
             drifts=seen.get("drifts", []),
             divergences=seen.get("divergences", []),
+            turn_runs=seen.get("turn_runs", []),
         )
     return found

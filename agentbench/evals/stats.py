@@ -65,6 +65,8 @@ class TrialOutcome:
     # trajectory (first first), as `DriftAt.as_dict()` and `Divergence.as_dict()`.
     drifts: list[dict[str, Any]] = field(default_factory=list)
     divergences: list[dict[str, Any]] = field(default_factory=list)
+    # The root run of each turn of a multi-turn case (`run_id` is the last turn's).
+    turn_runs: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str]:

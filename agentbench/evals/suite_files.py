@@ -179,6 +179,10 @@ class _SuiteReader:
             return None
         suite._path = self.folder
         suite.cases = cases
+        for key in ("agent", "setup", "model"):
+            position = document.position((key,))
+            if position is not None:
+                suite._positions[key] = (position.line, position.column)
         return suite
 
     # -- files --------------------------------------------------------------------------

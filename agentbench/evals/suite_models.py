@@ -194,6 +194,8 @@ class Suite(BaseModel):
     cases: list[Case] = Field(default_factory=list, description="Cases written inline.")
 
     _path: Path = PrivateAttr(default_factory=Path.cwd)
+    # (line, column) of top-level keys in suite.yaml, for errors found after loading
+    _positions: dict[str, tuple[int, int | None]] = PrivateAttr(default_factory=dict)
 
     @field_validator("name")
     @classmethod
@@ -255,4 +257,13 @@ class Suite(BaseModel):
         module, _, attribute = ref.partition(":")
         if module.endswith(".py"):
             ref = f"{(self._path / module).resolve()}:{attribute}"
-        return load_object(ref, what=f"suite {self.name!r}: {what}", search_path=self.root)
+        return load_object(ref, what=f"{self.where(what)}{what}", search_path=self.root)
+
+    def where(self, key: str) -> str:
+        """`golden/x/suite.yaml:6:8: ` for a top-level key of suite.yaml (its file, if the
+        line is not known), so an error about that key points at it."""
+        position = self._positions.get(key)
+        if position is None:
+            return f"{self.file}: "
+        column = f":{position[1]}" if position[1] else ""
+        return f"{self.file}:{position[0]}{column}: "

@@ -5,8 +5,9 @@ shows as one `extra_step` instead of shifting every later step. Aligned steps wh
 differ are classified: `tool_args_changed`, `tool_result_changed`, `handoff_changed`,
 `stop_reason_changed`, `output_changed`, `response_changed` (two live runs whose model answered
 differently), `context_changed`, `memory_changed`; unaligned steps are `missing_step` (in the
-original only) or `extra_step` (in the new run only). Request drift found during replay joins
-as `request_drift` when replay is strict.
+original only) or `extra_step` (in the new run only); a recorded call the current code
+rejects is `tool_args_changed`. Request drift joins as `request_drift` at its model call: found
+during replay when replay is strict, or between two stored runs (`request_divergences`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from agentbench.replay.drift import Change, around_difference
+from agentbench.replay.drift import Change, around_difference, request_diff
 from agentbench.replay.trajectory import Step
 
 DIVERGENCE_CLASSES = (
@@ -43,7 +44,7 @@ class Divergence:
     position: int  # index in the new trajectory (where it would be, for a missing step)
     agent: str
     step: int
-    label: str
+    label: str  # one line
     old: Any = None
     new: Any = None
     changes: list[Change] = field(default_factory=list)
@@ -117,7 +118,8 @@ def _classify(old: Step, new: Step, position: int) -> Divergence | None:
 
 
 def align(original: list[Step], new: list[Step]) -> list[Divergence]:
-    """Every difference between two trajectories, in the order of the new one."""
+    """Every difference between two trajectories, in the order of the new one; at one
+    position, the difference of the earlier step first (see `_earliest_first`)."""
     matcher = difflib.SequenceMatcher(
         a=[s.signature for s in original], b=[s.signature for s in new], autojunk=False
     )
@@ -128,30 +130,112 @@ def align(original: list[Step], new: list[Step]) -> list[Divergence]:
                 divergence = _classify(original[i1 + offset], new[j1 + offset], j1 + offset)
                 if divergence is not None:
                     found.append(divergence)
-            continue
-        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
-        for offset in range(paired):
-            old, now = original[i1 + offset], new[j1 + offset]
-            if old.kind == now.kind == "handoff" or old.kind == now.kind == "run_end":
-                found.append(
-                    Divergence(
-                        "handoff_changed" if now.kind == "handoff" else "stop_reason_changed",
-                        j1 + offset,
-                        now.agent,
-                        now.step,
-                        now.label(),
-                        {"agent": old.agent, **old.detail},
-                        {"agent": now.agent, **now.detail},
-                    )
+        else:
+            found.extend(_unaligned(original, new, range(i1, i2), range(j1, j2)))
+    return _earliest_first(found)
+
+
+def _unaligned(
+    original: list[Step], new: list[Step], old_range: range, new_range: range
+) -> list[Divergence]:
+    """A block the alignment could not match: steps changed in place, missing or extra."""
+    pairs = _rejected_pairs(original, new, old_range, new_range)
+    found = [_rejected(original[i], new[j], j) for i, j in pairs]
+    old_left = [i for i in old_range if i not in {i for i, _ in pairs}]
+    new_left = [j for j in new_range if j not in {j for _, j in pairs}]
+    paired = min(len(old_left), len(new_left))
+    for i, j in zip(old_left[:paired], new_left[:paired], strict=True):
+        old, now = original[i], new[j]
+        if old.kind == now.kind == "handoff" or old.kind == now.kind == "run_end":
+            found.append(
+                Divergence(
+                    "handoff_changed" if now.kind == "handoff" else "stop_reason_changed",
+                    j,
+                    now.agent,
+                    now.step,
+                    now.label(),
+                    {"agent": old.agent, **old.detail},
+                    {"agent": now.agent, **now.detail},
                 )
-            else:
-                found.append(_unmatched("missing_step", old, j1 + offset))
-                found.append(_unmatched("extra_step", now, j1 + offset))
-        for index in range(i1 + paired, i2):
-            found.append(_unmatched("missing_step", original[index], j1 + paired))
-        for index in range(j1 + paired, j2):
-            found.append(_unmatched("extra_step", new[index], index))
-    return found
+            )
+        else:
+            found.append(_unmatched("missing_step", old, j))
+            found.append(_unmatched("extra_step", now, j))
+    matched = sorted([*pairs, *zip(old_left[:paired], new_left[:paired], strict=True)])
+    for i in old_left[paired:]:
+        # Where it would be: before the new step matched to the next old step, else at the end.
+        at = next((j for old_i, j in matched if old_i > i), new_range.stop)
+        found.append(_unmatched("missing_step", original[i], at))
+    for j in new_left[paired:]:
+        found.append(_unmatched("extra_step", new[j], j))
+    return sorted(found, key=lambda d: d.position)
+
+
+def _rejected_pairs(
+    original: list[Step], new: list[Step], old_range: range, new_range: range
+) -> list[tuple[int, int]]:
+    """A recorded call the current code rejects (a renamed argument, a changed schema) is one
+    change of arguments, not a missing call plus an extra rejection: pair each new
+    `tool_rejected` with the first unpaired old `tool_call` of the same agent and tool."""
+    pairs: list[tuple[int, int]] = []
+    used: set[int] = set()
+    for j in new_range:
+        now = new[j]
+        if now.kind != "tool_rejected":
+            continue
+        i = next(
+            (
+                i
+                for i in old_range
+                if i not in used
+                and original[i].kind == "tool_call"
+                and original[i].agent == now.agent
+                and original[i].signature[2] == now.signature[2]
+            ),
+            None,
+        )
+        if i is not None:
+            used.add(i)
+            pairs.append((i, j))
+    return pairs
+
+
+def _rejected(old: Step, now: Step, position: int) -> Divergence:
+    return Divergence(
+        "tool_args_changed",
+        position,
+        now.agent,
+        now.step,
+        f"tool call {now.signature[2]} (now rejected)",
+        old.detail.get("arguments"),
+        {"rejected": now.detail.get("reason"), "arguments": now.detail.get("arguments")},
+    )
+
+
+_RANK = {"extra_step": 0, "missing_step": 1}  # then every other class
+
+
+def _earliest_first(found: list[Divergence]) -> list[Divergence]:
+    """Keep the new trajectory's order, but where several differences share a position (an
+    old and a new step paired in a replaced block, missing steps before a changed one), the
+    one from the earlier step of the run comes first, an extra step before a missing one: the
+    behaviour changed there first. Step numbers only order steps of one agent's run, so a
+    position shared by several agents keeps the order of the alignment."""
+    found = sorted(found, key=lambda d: d.position)
+    ordered: list[Divergence] = []
+    index = 0
+    while index < len(found):
+        end = index
+        while end < len(found) and found[end].position == found[index].position:
+            end += 1
+        group = found[index:end]
+        if len({d.agent for d in group}) == 1:
+            group.sort(key=lambda d: (d.step, _RANK.get(d.cls, 2)))
+        else:
+            group.sort(key=lambda d: _RANK.get(d.cls, 2))
+        ordered.extend(group)
+        index = end
+    return ordered
 
 
 def _unmatched(cls: str, step: Step, position: int) -> Divergence:
@@ -165,3 +249,53 @@ def _unmatched(cls: str, step: Step, position: int) -> Divergence:
         value if cls == "missing_step" else None,
         value if cls == "extra_step" else None,
     )
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """The request one model call sent, with the agent, purpose and step it belongs to."""
+
+    agent: str
+    purpose: str
+    step: int
+    request: dict[str, Any]
+
+
+def request_divergences(
+    before: list[CallRequest], after: list[CallRequest], new: list[Step]
+) -> list[Divergence]:
+    """Two sessions' requests, call by call: the n-th call of each agent (and purpose) in one
+    with the n-th in the other. A changed prompt or tool schema changes no step the model's
+    answers decide, so without this two runs would look the same. Each request that differs
+    (volatile fields aside) is a `request_drift` at its model call in `new`."""
+    earlier: dict[tuple[str, str], list[CallRequest]] = {}
+    for call in before:
+        earlier.setdefault((call.agent, call.purpose), []).append(call)
+    seen: dict[tuple[str, str], int] = {}
+    found = []
+    for number, call in enumerate(after, 1):
+        key = (call.agent, call.purpose)
+        nth = seen[key] = seen.get(key, 0) + 1
+        calls = earlier.get(key, [])
+        if nth > len(calls):
+            continue  # a call only one side made is already an extra (or missing) step
+        changes = request_diff(calls[nth - 1].request, call.request)
+        if changes:
+            position = _nth_model_call(new, ("model_call", *key), nth)
+            label = f"model call #{number}"
+            found.append(
+                Divergence("request_drift", position, call.agent, call.step, label, changes=changes)
+            )
+    return found
+
+
+def _nth_model_call(steps: list[Step], signature: tuple[str, ...], nth: int) -> int:
+    positions = [i for i, s in enumerate(steps) if s.signature == signature]
+    return positions[nth - 1] if nth <= len(positions) else len(steps)
+
+
+def with_request_drift(divergences: list[Divergence], drifts: list[Divergence]) -> list[Divergence]:
+    """Both lists in one, by position; a request drift first at its model call, since the
+    request was sent before the model answered."""
+    order = {"request_drift": 0}
+    return sorted([*drifts, *divergences], key=lambda d: (d.position, order.get(d.cls, 1)))

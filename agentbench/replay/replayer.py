@@ -1,13 +1,17 @@
 """`Replayer`: run the current code against a recorded session and report what changed.
 
 The model's answers are held fixed (served from the cassette); tools run live unless a policy
-says otherwise; the new run is compared step by step with the recorded trajectory. The report
-names the first divergent step with its class, lists the later differences, and keeps request
-drift apart (informational when lenient, a divergence when strict).
+says otherwise; the new run is compared step by step with the recorded trajectory. A session of
+several user turns replays turn by turn, each continuing the previous one's conversation and
+context as the eval harness does. The report names the first divergent step with its class,
+lists the later differences, and keeps request drift apart (informational when lenient, a
+divergence when strict). The agent is the one given, or the one the cassette names, imported
+from the cassette's repository (`recorded_agent`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,9 +20,13 @@ from typing import Any
 from agentbench.errors import UsageError
 from agentbench.loading import load_object
 from agentbench.replay.cassette import Cassette, RecordMode
-from agentbench.replay.diff import Divergence, align
+from agentbench.replay.diff import Divergence, align, with_request_drift
 from agentbench.replay.models import DriftAt, ReplayModel, locate_drifts
-from agentbench.replay.session import session_metadata
+from agentbench.replay.session import (
+    continue_conversation,
+    conversation_metadata,
+    recorded_turns,
+)
 from agentbench.replay.tool_policy import ReplayTools, ToolPolicies
 from agentbench.replay.trajectory import Step, trajectory
 from agentbench.runtime.agent import Agent
@@ -39,6 +47,18 @@ class ReplayReport:
     divergences: list[Divergence]
     drifts: list[DriftAt] = field(default_factory=list)
     saved_to: Path | None = None
+    turns: list[RunResult] = field(default_factory=list)  # one per user turn; `result` is last
+
+    @property
+    def errors(self) -> list[str]:
+        """Why runs failed, one line per reason (a multi-line message is split, so a report's
+        layout never breaks; `nearest:` candidates each get their own line)."""
+        found = []
+        for turn in self.turns or [self.result]:
+            for run in turn.runs or [turn]:
+                if run.error is not None:
+                    found.extend(" ".join(line.split()) for line in run.error.message.splitlines())
+        return [line for line in dict.fromkeys(found) if line]
 
     @property
     def diverged(self) -> bool:
@@ -69,8 +89,10 @@ class ReplayReport:
             count = len(self.drifts)
             lines.append(f"  request drift (lenient: reported, not counted) in {count} call(s):")
             lines.extend(f"    {d.describe()}".replace("\n", "\n  ") for d in self.drifts[:4])
-        if self.result.error is not None:
-            lines.append(f"  run error: {self.result.error.message}")
+        errors = self.errors
+        if errors:
+            lines.append(f"  run error: {errors[0]}")
+            lines.extend(f"    {line}" for line in errors[1:])
         if self.saved_to is not None:
             lines.append(f"  recorded to {self.saved_to}")
         lines.append(f"verdict: {'DIVERGED' if self.diverged else 'unchanged'}")
@@ -86,6 +108,8 @@ class ReplayReport:
             "first": self.first.as_dict() if self.first else None,
             "divergences": [d.as_dict() for d in self.divergences],
             "drifts": [d.as_dict() for d in self.drifts],
+            "turns": len(self.turns) or 1,
+            "errors": self.errors,
         }
 
 
@@ -117,18 +141,7 @@ class Replayer:
 
     def _agent_for(self, cassette: Cassette, agent: Agent | None) -> Agent:
         chosen = agent or self.agent
-        if chosen is not None:
-            return chosen
-        ref = cassette.info.get("agent")
-        if not ref:
-            raise UsageError(
-                f"{cassette.path}: the cassette does not name its agent; pass the agent "
-                "(--agent module:attribute)"
-            )
-        loaded = load_object(ref, what="agent")
-        if not isinstance(loaded, Agent):
-            raise UsageError(f"agent {ref!r} is a {type(loaded).__name__}, not an agentbench Agent")
-        return loaded
+        return chosen if chosen is not None else recorded_agent(cassette).agent
 
     async def replay(
         self,
@@ -155,35 +168,43 @@ class Replayer:
             live_from=self.live_from,
         )
         tools = ReplayTools(self.tools, info.get("tool_results", ()))
-        context = _context(info.get("context"))
         original_run = info.get("source_run") or next(
             (r.get("run_id") for r in info.get("runs", ())), None
         )
-        result = await Runner.run(
-            target,
-            _input(info["input"]),
-            model=model,
-            context=context,
-            hooks=self.hooks,
-            tool_interceptor=tools,
-            store=self.store.with_labels(replay_of=original_run) if self.store else None,
-        )
+        store = self.store.with_labels(replay_of=original_run) if self.store else None
+        turns: list[RunResult] = []
+        context: Context | None = _context(info.get("context"))
+        for turn in recorded_turns(info):
+            # Each turn continues the last one's dialogue and context, as the harness recorded it.
+            result = await Runner.run(
+                target,
+                continue_conversation(turns[-1] if turns else None, turn),
+                model=model,
+                context=context,
+                hooks=self.hooks,
+                tool_interceptor=tools,
+                store=store,
+            )
+            turns.append(result)
+            context = result.context
+        events = [event for turn in turns for event in turn.all_events]
         original = [Step.from_dict(s) for s in info.get("trajectory", ())]
-        new = trajectory(result.all_events)
-        drifts = locate_drifts(model.drifts, result.all_events)
+        new = trajectory(events)
+        drifts = locate_drifts(model.drifts, events)
         divergences = align(original, new)
         if self.strict:
             divergences = _with_drift(divergences, drifts, new)
-        saved = self._save_branch(cassette, model, result, info, save_to)
+        saved = self._save_branch(cassette, model, turns, info, save_to)
         return ReplayReport(
             source=str(cassette.path or "cassette"),
             strict=self.strict,
-            result=result,
+            result=turns[-1],
             original=original,
             new=new,
             divergences=divergences,
             drifts=drifts,
             saved_to=saved,
+            turns=turns,
         )
 
     async def replay_run(
@@ -201,7 +222,7 @@ class Replayer:
         self,
         cassette: Cassette,
         model: ReplayModel,
-        result: RunResult,
+        turns: list[RunResult],
         info: dict[str, Any],
         save_to: Path | None,
     ) -> Path | None:
@@ -216,9 +237,9 @@ class Replayer:
             kept = list(cassette.interactions)
         branch = Cassette(kept + model.recorded, dict(cassette.metadata))
         branch.update_info(
-            **session_metadata(
-                result,
-                input=info["input"],
+            **conversation_metadata(
+                turns,
+                inputs=recorded_turns(info),
                 context=_context(info.get("context")),
                 agent_ref=info.get("agent"),
             )
@@ -236,10 +257,6 @@ def _fork_path(path: Path | None) -> Path | None:
     if path is None:
         return None
     return path.with_name(f"{path.stem}.fork{path.suffix or '.yaml'}")
-
-
-def _input(value: Any) -> str | list[dict[str, Any]]:
-    return value if isinstance(value, str | list) else str(value)
 
 
 def _context(value: Any) -> Context | None:
@@ -276,5 +293,96 @@ def _with_drift(
                 changes=drift.drift.changes,
             )
         )
-    order = {"request_drift": 0}
-    return sorted([*placed, *divergences], key=lambda d: (d.position, order.get(d.cls, 1)))
+    return with_request_drift(divergences, placed)
+
+
+@dataclass(frozen=True)
+class RecordedAgent:
+    """The agent a cassette names (metadata `agent`), and where its code was imported from."""
+
+    agent: Agent
+    ref: str
+    root: Path | None  # the cassette's repository root, when it could be told
+    module_file: Path | None
+
+    @property
+    def elsewhere(self) -> bool:
+        """Imported from outside the cassette's repository (another checkout, site-packages,
+        a module imported earlier): worth telling, since it may not be the code meant."""
+        if self.root is None or self.module_file is None:
+            return False
+        return not self.module_file.resolve().is_relative_to(self.root.resolve())
+
+    def note(self) -> str:
+        return (
+            f"agent {self.ref} loaded from {self.module_file}, which is not under the "
+            f"cassette's repository {self.root}"
+        )
+
+
+def suite_folder(cassette: Cassette) -> Path | None:
+    """The folder of the suite a cassette was recorded for (metadata `suite_dir`, relative to
+    the cassette's folder), when it names one; the folder may since have gone."""
+    suite_dir = cassette.info.get("suite_dir")
+    if not suite_dir or cassette.path is None:
+        return None
+    return (cassette.path.resolve().parent / str(suite_dir)).resolve()
+
+
+def cassette_root(cassette: Cassette) -> Path | None:
+    """The repository a cassette belongs to. With `suite_dir` (written by the harness) it is
+    the suite's repository root, the parent of the folder holding the suite; otherwise the
+    nearest folder above the cassette holding the top-level package of its `agent`."""
+    if cassette.path is None:
+        return None
+    suite = suite_folder(cassette)
+    if suite is not None:
+        return suite.parent.parent
+    folder = cassette.path.resolve().parent
+    module = str(cassette.info.get("agent") or "").partition(":")[0]
+    if not module or module.endswith(".py"):
+        return None
+    top = module.split(".")[0]
+    return next(
+        (
+            candidate
+            for candidate in (folder, *folder.parents)
+            if (candidate / top).is_dir() or (candidate / f"{top}.py").is_file()
+        ),
+        None,
+    )
+
+
+def recorded_agent(cassette: Cassette) -> RecordedAgent:
+    """Import the agent the cassette names, with the cassette's repository root first on
+    sys.path, so a cassette replays from any working folder (the working folder when the
+    root cannot be told). A `file.py:attribute` ref is relative to the suite folder."""
+    ref = cassette.info.get("agent")
+    where = cassette.path or "the cassette"
+    if not ref:
+        raise UsageError(
+            f"{where}: metadata.agentbench.agent: the cassette does not name its agent (no "
+            "`agent` recorded); pass it with --agent module:attribute"
+        )
+    root = cassette_root(cassette)
+    module = str(ref).partition(":")[0]
+    base = root or Path.cwd()
+    if module.endswith(".py"):
+        base = suite_folder(cassette) or base
+    loaded = load_object(str(ref), what=f"{where}: metadata.agentbench.agent", search_path=base)
+    if not isinstance(loaded, Agent):
+        raise UsageError(
+            f"{where}: metadata.agentbench.agent {ref!r} is a {type(loaded).__name__}, not an "
+            "agentbench Agent"
+        )
+    return RecordedAgent(loaded, str(ref), root, loaded_from(str(ref), base))
+
+
+def loaded_from(ref: str, base: Path | None = None) -> Path | None:
+    """The file the module of an imported `module:attribute` ref was loaded from."""
+    module = ref.partition(":")[0]
+    if module.endswith(".py"):
+        path = Path(module)
+        return path if path.is_absolute() or base is None else base / path
+    file = getattr(sys.modules.get(module), "__file__", None)
+    return Path(file) if file else None

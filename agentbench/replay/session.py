@@ -3,7 +3,9 @@
 Besides the model interactions, a recorded cassette keeps (under `metadata.agentbench`) the
 session's input and context, its runs, stop reason and output, the trajectory of steps, and
 every tool result — so a cassette alone is enough to replay, to use `recorded` tool policies,
-and to report where a new version diverged.
+and to report where a new version diverged. A session of several user turns (metadata `turns`
+> 1, `input` the list of turns) continues each turn from the previous one's conversation and
+context; `continue_conversation` is that rule, shared by the eval harness and replay.
 """
 
 from __future__ import annotations
@@ -20,8 +22,37 @@ from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context
 from agentbench.runtime.events import Hook
 from agentbench.runtime.models import ChatModel
+from agentbench.runtime.orchestration import dialogue
 from agentbench.runtime.run_state import RunResult
 from agentbench.runtime.runner import Runner
+
+Turn = str | list[dict[str, Any]]  # one user turn: text, or chat messages
+
+
+def continue_conversation(previous: RunResult | None, turn: Turn) -> Turn:
+    """The input of the next user turn: the dialogue so far (the previous turn's messages
+    without tool exchanges, its final answer included), then the new turn. The first turn
+    starts from itself. The context continues separately, as `previous.context`."""
+    if previous is None:
+        return turn
+    messages = dialogue(previous.messages)
+    if previous.output is not None and (not messages or messages[-1]["role"] != "assistant"):
+        messages.append({"role": "assistant", "content": str(previous.output)})
+    extra = [{"role": "user", "content": turn}] if isinstance(turn, str) else list(turn)
+    return [*messages, *extra]
+
+
+def recorded_turns(info: dict[str, Any]) -> list[Turn]:
+    """The user turns of a recorded session: its `input`, or the list of turns in `input`
+    when the metadata says there were several (`turns` > 1)."""
+    value = info.get("input")
+    if int(info.get("turns") or 1) > 1 and isinstance(value, list):
+        return [_turn(v) for v in value]
+    return [_turn(value)]
+
+
+def _turn(value: Any) -> Turn:
+    return value if isinstance(value, str | list) else str(value)
 
 
 def session_metadata(
@@ -53,6 +84,27 @@ def session_metadata(
         "trajectory": [step.as_dict() for step in trajectory(events)],
         "tool_results": tool_results(events),
     }
+
+
+def conversation_metadata(
+    turns: Sequence[RunResult],
+    *,
+    inputs: Sequence[Turn],
+    context: Context | dict[str, Any] | None = None,
+    agent_ref: str | None = None,
+) -> dict[str, Any]:
+    """What a cassette records about a session of one or more user turns (one RunResult
+    each): the first turn's runs, and the trajectory and tool results of every turn, so replay
+    and `recorded` tools see all of them."""
+    first = inputs[0] if len(inputs) == 1 else list(inputs)
+    metadata = session_metadata(turns[0], input=first, context=context, agent_ref=agent_ref)
+    every_turn = [session_metadata(t, input=None) for t in turns]
+    metadata["trajectory"] = [s for m in every_turn for s in m["trajectory"]]
+    metadata["tool_results"] = [r for m in every_turn for r in m["tool_results"]]
+    metadata["turns"] = len(inputs)
+    metadata["output"] = every_turn[-1]["output"]
+    metadata["stop_reason"] = every_turn[-1]["stop_reason"]
+    return metadata
 
 
 def tool_results(events: list[Any]) -> list[dict[str, Any]]:

@@ -156,3 +156,15 @@ def _step(event: Any) -> Step | None:
 def trajectory(events: Iterable[Any]) -> list[Step]:
     """The steps of a run (or of a whole conversation's runs), in order."""
     return [step for event in events if (step := _step(event)) is not None]
+
+
+def model_call_position(steps: list[Step], call: int) -> int:
+    """Where the `call`-th model call of a session (1-based, every run and turn counted in
+    order, as drift is numbered) is in its trajectory; the end if it has fewer."""
+    seen = 0
+    for index, step in enumerate(steps):
+        if step.kind == "model_call":
+            seen += 1
+            if seen == call:
+                return index
+    return len(steps)

@@ -1,10 +1,10 @@
 """`code_version`: the git commit (and dirty flag) of the code under test, once per process.
 
-Two versions of an agent are compared by this column, so it must be cheap and never fail:
-the commit is read straight from the `.git` files (no subprocess), and one
-`git status` call (without optional locks, so it never writes the index) decides the dirty
-flag. Not a git checkout gives None; `AGENTBENCH_CODE_VERSION` overrides everything, for CI
-images built without `.git`.
+Two versions of an agent are compared by this column, so it must be cheap and never fail: the
+commit is read straight from the `.git` files (no subprocess), and one `git status` call
+(without optional locks, so it never writes the index) decides the dirty flag — edits and
+untracked files both count. Not a git checkout gives None; `AGENTBENCH_CODE_VERSION` overrides
+everything, for CI images built without `.git`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,36 @@ _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _STATUS_TIMEOUT_S = 5.0
 
 
+_anchor: Path | None = None
+
+
 @functools.cache
 def code_version() -> str | None:
-    """`<sha>`, `<sha>+dirty` (or `+unknown`) for the checkout around the working directory."""
+    """`<sha>`, `<sha>+dirty` (or `+unknown`) for the checkout around the anchor (see
+    `anchor`), else around the working directory."""
     override = os.environ.get("AGENTBENCH_CODE_VERSION")
     if override:
         return override
-    return describe(Path.cwd())
+    return describe(_anchor or Path.cwd())
+
+
+def anchor(path: Path) -> None:
+    """Describe the checkout holding `path` from now on: the CLI anchors at the repository
+    that holds the suites, so where the command was typed does not matter."""
+    global _anchor
+    path = path.absolute()
+    if path != _anchor:
+        _anchor = path
+        code_version.cache_clear()
+
+
+def find_work_tree(start: Path) -> Path | None:
+    """The root of the git checkout containing `start` (a linked worktree's own root)."""
+    start = start.absolute()
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
 
 
 def describe(start: Path) -> str | None:
@@ -36,7 +59,7 @@ def describe(start: Path) -> str | None:
     sha = head_commit(git_dir)
     if sha is None:
         return None
-    dirty = is_dirty(git_dir.parent if git_dir.name == ".git" else start)
+    dirty = is_dirty(find_work_tree(start) or start)
     if dirty is None:
         return f"{sha}+unknown"
     return f"{sha}+dirty" if dirty else sha
@@ -96,11 +119,18 @@ def _common_dir(git_dir: Path) -> Path:
     return path if path.is_absolute() else (git_dir / path).resolve()
 
 
+# What agentbench itself writes into a checkout is not a change to the code under test.
+_OWN_OUTPUT = (".agentbench", "reports")
+
+
 def is_dirty(work_tree: Path) -> bool | None:
-    """Tracked files differ from HEAD; None when git cannot tell (no git binary, timeout)."""
+    """Tracked files differ from HEAD, or there are files git does not know yet (a new case
+    file or module changes behaviour as much as an edit; ignored files do not count, nor
+    what agentbench writes); None when git cannot tell (no git binary, timeout)."""
+    excluded = [f":(exclude){name}" for name in _OWN_OUTPUT]
     try:
         done = subprocess.run(
-            ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "--no-optional-locks", "status", "--porcelain", "--", ".", *excluded],
             cwd=work_tree,
             capture_output=True,
             text=True,

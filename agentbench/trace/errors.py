@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agentbench.errors import AgentbenchError, UsageError
 
 
 class TraceStoreError(AgentbenchError):
-    """The trace store cannot be used (CLI exit code 3)."""
+    """The trace store cannot be used (CLI exit code 3; a missing store is 2, see below)."""
 
 
 class StoreBusyError(TraceStoreError):
@@ -17,9 +19,32 @@ class StoreFormatError(TraceStoreError):
     """The file is not an agentbench trace store (corrupt, foreign, or from a newer version)."""
 
 
-class StoreNotFoundError(TraceStoreError):
-    """Nothing has been recorded at this path yet."""
+class StoreNotFoundError(TraceStoreError, UsageError):
+    """Nothing has been recorded at this path yet (CLI exit code 2).
+
+    Also a UsageError: reading a store before anything was recorded into it, or from a
+    mistyped --db, is the caller's to fix, not a broken harness.
+    """
 
 
 class RunNotFoundError(UsageError):
     """No run with that id (or id prefix) in the store (CLI exit code 2)."""
+
+
+class NoSuchRunError(RunNotFoundError):
+    """Nothing in the store has that id, nor starts with it."""
+
+    def __init__(self, wanted: str, path: Path, stored: int, *, what: str = "run") -> None:
+        self.wanted, self.path, self.stored, self.what = wanted, path, stored, what
+        hint = "`agentbench traces list` shows them"
+        if what != "run":
+            hint = (
+                "`agentbench traces list` shows runs, "
+                '`agentbench traces sql "SELECT eval_id FROM evals"` evals'
+            )
+        super().__init__(f"no {what} {wanted!r} in {path} ({stored} runs stored); {hint}")
+
+    def naming(self, what: str) -> NoSuchRunError:
+        """The same error for a command whose argument may also be something else, such as
+        `diff`, which takes two evals or two runs: "no eval or run 'x'"."""
+        return NoSuchRunError(self.wanted, self.path, self.stored, what=what)

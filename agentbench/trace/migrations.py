@@ -164,12 +164,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         4,
-        "results keep what replay saw",
-        # JSON: {"drifts": [...], "divergences": [...]} — requests that differed from the
-        # recording and where the run first behaved differently from it, kept even when
-        # drift is allowed, so it is reported whether or not it failed the case.
+        "results keep what replay saw and every turn",
+        # JSON: {"drifts": [...], "divergences": [...], "turn_runs": [...]} — requests that
+        # differed from the recording and where the run first behaved differently from it
+        # (kept even when drift is allowed, so it is reported whether or not it failed the
+        # case), and the root run of each turn of a multi-turn case.
         """
-        ALTER TABLE results ADD COLUMN replay VARCHAR;
+        ALTER TABLE results ADD COLUMN details VARCHAR;
         """,
     ),
 )

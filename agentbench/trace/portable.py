@@ -156,3 +156,36 @@ def import_parquet(conn: duckdb.DuckDBPyConnection, directory: Path) -> dict[str
 def _count(conn: duckdb.DuckDBPyConnection, table: str) -> int:
     row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
     return int(row[0]) if row else 0
+
+
+def merge_store(conn: duckdb.DuckDBPyConnection, source: Path) -> dict[str, int]:
+    """Add every run, eval and result of the store file `source` (at the current schema) to
+    the store `conn` writes; runs and evals it already has are skipped. Counts per table."""
+    conn.execute(f"ATTACH {_literal(source)} AS merged (READ_ONLY)")
+    inserted: dict[str, int] = {}
+    try:
+        conn.execute("BEGIN")
+        try:
+            for table in INSERT_ORDER:  # child rows first, while `runs` still shows what is new
+                inserted[table] = _merge(
+                    conn, table, "WHERE run_id NOT IN (SELECT run_id FROM main.runs)"
+                )
+            inserted["results"] = _merge(
+                conn, "results", "WHERE eval_id NOT IN (SELECT eval_id FROM main.evals)"
+            )
+            inserted["evals"] = _merge(
+                conn, "evals", "WHERE eval_id NOT IN (SELECT eval_id FROM main.evals)"
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.execute("DETACH merged")
+    return inserted
+
+
+def _merge(conn: duckdb.DuckDBPyConnection, table: str, where: str) -> int:
+    before = _count(conn, table)
+    conn.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM merged.{table} {where}")
+    return _count(conn, table) - before

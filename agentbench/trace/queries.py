@@ -16,7 +16,7 @@ import duckdb
 
 from agentbench.errors import UsageError
 from agentbench.trace._json import loads
-from agentbench.trace.errors import RunNotFoundError, StoreFormatError
+from agentbench.trace.errors import NoSuchRunError, RunNotFoundError, StoreFormatError
 from agentbench.trace.request_diff import apply_diff, request_hash
 from agentbench.trace.schema import (
     ContextDiffRecord,
@@ -88,10 +88,7 @@ def resolve_run_id(conn: duckdb.DuckDBPyConnection, text: str, path: Path) -> st
         return str(ids[0])
     if not ids:
         total = conn.execute("SELECT count(*) FROM runs").fetchone()
-        raise RunNotFoundError(
-            f"no run {text!r} in {path} ({total[0] if total else 0} runs stored); "
-            "`agentbench traces list` shows them"
-        )
+        raise NoSuchRunError(text, path, total[0] if total else 0)
     shown = ", ".join(ids[:5]) + (", …" if len(ids) > 5 else "")
     raise RunNotFoundError(f"run id prefix {text!r} matches several runs in {path}: {shown}")
 

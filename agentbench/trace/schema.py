@@ -244,7 +244,7 @@ RESULTS_SCHEMA = pa.schema(
         pa.field("source", pa.string()),
         pa.field("tags", pa.string()),
         pa.field("recorded_at", pa.timestamp("us", tz="UTC"), nullable=False),
-        pa.field("replay", pa.string()),
+        pa.field("details", pa.string()),
     ]
 )
 _WITH_RESULTS = (*TABLES, "results")

@@ -176,7 +176,11 @@ def _open(path: Path) -> int | None:
 
 def _remove_dead_temps(directory: Path) -> None:
     """A process killed between creating and naming its journal leaves an empty temp file."""
-    for entry in os.scandir(directory):
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return  # no process ever journaled here (a store copied or imported whole)
+    for entry in entries:
         if entry.name.startswith(_TEMP_PREFIX):
             fd = _open(Path(entry.path))
             if fd is not None:

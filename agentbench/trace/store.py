@@ -1,11 +1,12 @@
 """`TraceStore`: every run as a structured trace in one DuckDB file.
 
 Attach one to a run with `Runner.run(..., store=TraceStore("traces.duckdb"))`, or set
-`AGENTBENCH_DB`; the default file is `.agentbench/traces.duckdb` under the working
-directory. Recording goes through this process's journal beside the file (see `spool` and
-`recording`), so several processes can record into one store at once and a crash loses no
-finished run. Reading first stores what is queued and what crashed processes left, then
-opens the file read-only, waiting (and saying so) while another process writes.
+`AGENTBENCH_DB`; the default file is `.agentbench/traces.duckdb` at the root of the git checkout
+around the working directory (or in the working directory outside one). Recording goes through
+this process's journal beside the file (see `spool` and `recording`), so several processes can
+record into one store at once and a crash loses no finished run. Reading first stores what is
+queued and what crashed processes left, then opens the file read-only, waiting (and saying so)
+while another process writes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import duckdb
 
 from agentbench.trace import portable, queries
+from agentbench.trace.code_version import find_work_tree
 from agentbench.trace.database import WaitNotice, opened
 from agentbench.trace.errors import TraceStoreError
 from agentbench.trace.migrations import LATEST, check, migrate
@@ -37,9 +39,14 @@ ENV_VAR = "AGENTBENCH_DB"
 DEFAULT_PATH = Path(".agentbench") / "traces.duckdb"
 
 
-def default_path() -> Path:
-    """AGENTBENCH_DB if set, else `.agentbench/traces.duckdb` under the working directory."""
-    return Path(os.environ.get(ENV_VAR) or DEFAULT_PATH)
+def default_path(root: Path | None = None) -> Path:
+    """AGENTBENCH_DB if set, else `.agentbench/traces.duckdb` in `root` — by default the git
+    checkout around the working directory (its root, so every command run anywhere in the
+    repository finds the same store), or the working directory outside a checkout."""
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR])
+    base = root or find_work_tree(Path.cwd()) or Path.cwd()
+    return base / DEFAULT_PATH
 
 
 class TraceStore:
@@ -173,6 +180,16 @@ class TraceStore:
         self.flush()
         with self.writing() as conn:
             return portable.import_parquet(conn, Path(directory))
+
+    def merge(self, source: str | os.PathLike[str]) -> dict[str, int]:
+        """Add the runs, evals and results of another store file to this one (runs and evals
+        it already has are skipped); the source is brought to this version's schema first."""
+        other = TraceStore(source, wait_s=self.wait_s, on_wait=self.on_wait)
+        with other.reading():
+            pass  # stores what its processes left in its spool, and migrates it
+        self.flush()
+        with self.writing() as conn:
+            return portable.merge_store(conn, other.path)
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[duckdb.DuckDBPyConnection]:
