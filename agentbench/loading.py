@@ -45,14 +45,43 @@ def import_module(name: str, *, search_path: Path | None = None) -> ModuleType:
     A relative file path is relative to `search_path` when given (else to the working
     folder). Whatever the module raises while it runs propagates unchanged.
     """
-    if search_path is not None and str(search_path) not in sys.path:
+    if search_path is not None:
+        # First on the path, even if it was there already behind another checkout's root.
+        while str(search_path) in sys.path:
+            sys.path.remove(str(search_path))
         sys.path.insert(0, str(search_path))
+        if not name.endswith(".py"):
+            _forget_if_elsewhere(name.partition(".")[0], search_path)
     if not name.endswith(".py"):
         return importlib.import_module(name)
     path = Path(name)
     if search_path is not None and not path.is_absolute():
         path = search_path / path
     return _import_file(path)
+
+
+def _forget_if_elsewhere(package: str, root: Path) -> None:
+    """A package imported before from another folder (another checkout of the same suites)
+    is forgotten, so `package` is imported from `root` as asked, not served stale."""
+    module = sys.modules.get(package)
+    if module is None or not ((root / package).is_dir() or (root / f"{package}.py").is_file()):
+        return  # not imported yet, or `root` has no copy of its own (an installed package)
+    origins = [Path(p) for p in getattr(module, "__path__", ())] or (
+        [Path(module.__file__).parent] if getattr(module, "__file__", None) else []
+    )
+    if not origins or any(_inside(origin, root) for origin in origins):
+        return
+    for name in [m for m in sys.modules if m == package or m.startswith(f"{package}.")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
 
 
 def _import_file(path: Path) -> ModuleType:

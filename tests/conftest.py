@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import ipaddress
 import socket
+import sys
 
 import pytest
 
@@ -44,6 +45,23 @@ def _unanchored_code_version() -> object:
     yield
     code_version_module._anchor = None
     code_version_module.code_version.cache_clear()
+
+
+def _forget_suite_code() -> None:
+    for name in [m for m in sys.modules if m == "golden" or m.startswith("golden.")]:
+        del sys.modules[name]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_suite_code() -> object:
+    """Each test imports the suites' agent code afresh: tests run copies of the shipped
+    suites (changed, broken) under the same package name, and `load_object` puts a copy's
+    root first on sys.path — what one test imported must not be what the next one runs."""
+    path = list(sys.path)
+    _forget_suite_code()
+    yield
+    sys.path[:] = path
+    _forget_suite_code()
 
 
 pytest_plugins = ["pytester"]

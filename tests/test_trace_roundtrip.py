@@ -45,7 +45,7 @@ from agentbench.trace.store import TraceStore
 # Redaction has its own tests; here any generated text must come back as it went in.
 NO_REDACTION = RedactionRules(keys=(), patterns=(), mask_environment=False)
 ROUND_TRIP = settings(
-    max_examples=25,
+    max_examples=20,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -151,7 +151,7 @@ def test_any_run_of_any_events_round_trips(store: TraceStore, data: st.DataObjec
 
 @pytest.mark.parametrize("optional", ["all", "none"])
 @pytest.mark.parametrize("kind", EVENT_KINDS, ids=lambda k: k.model_fields["kind"].default)
-@settings(ROUND_TRIP, max_examples=3)
+@settings(ROUND_TRIP, max_examples=2)
 @given(data=st.data())
 def test_every_kind_round_trips_with_its_optional_fields_set_and_unset(
     store: TraceStore, kind: Any, optional: Any, data: st.DataObject

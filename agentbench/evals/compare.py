@@ -27,10 +27,10 @@ from agentbench.evals.significance import (
     sign_test_p,
 )
 from agentbench.evals.stats import TrialOutcome
-from agentbench.replay.convert import stored_trajectory
+from agentbench.replay.convert import stored_trajectories
 from agentbench.replay.diff import Divergence, align
 from agentbench.replay.drift import Change
-from agentbench.replay.trajectory import Step, model_call_position
+from agentbench.replay.trajectory import model_call_position
 
 SIGNIFICANCE_LEVEL = 0.05
 
@@ -132,9 +132,7 @@ def compare_evals(
         for suite, case_id in sorted(before.keys() | after.keys())
         if suite in shared
     ]
-    for change in changes:
-        if change.kind != "unchanged":
-            _attach_trajectories(store, change)
+    _attach_trajectories(store, [c for c in changes if c.kind != "unchanged"])
     changes.sort(key=sort_key)
     paired = [c for c in changes if _counted(c.baseline) and _counted(c.current)]
     # Rates, delta and test over the cases both evals ran: an added or removed case moves
@@ -199,27 +197,31 @@ def _rate(sides: Iterable[CaseSide | None]) -> float | None:
     return sum(s.passed_trials for s in present) / trials if trials else None
 
 
-def _trajectory(store: Any, side: CaseSide | None) -> list[Step]:
-    """The side's trial as steps: every turn's conversation, in order."""
+def _runs(side: CaseSide | None) -> list[str]:
+    """The root run of each turn of the side's trial."""
     if side is None or side.run_id is None:
         return []
+    return side.turn_runs or [side.run_id]
+
+
+def _attach_trajectories(store: Any, changes: list[CaseChange]) -> None:
+    """Each changed case's steps on both sides (every turn), aligned; read in one go."""
+    wanted = {run for c in changes for side in (c.baseline, c.current) for run in _runs(side)}
     try:
-        runs = side.turn_runs or [side.run_id]
-        return [step for run_id in runs for step in stored_trajectory(store, run_id)]
+        # A run that is not in the store (results imported without their traces) is left out.
+        steps = stored_trajectories(store, sorted(wanted), missing_ok=True) if wanted else {}
     except AgentbenchError:
-        return []  # the run is not in this store (results imported without their traces)
-
-
-def _attach_trajectories(store: Any, change: CaseChange) -> None:
-    change.baseline_steps = _trajectory(store, change.baseline)
-    change.current_steps = _trajectory(store, change.current)
-    if change.baseline_steps and change.current_steps:
-        change.divergences = align(change.baseline_steps, change.current_steps)
-    if change.current is not None and change.current.drifts:
-        # Replayed answers keep the steps alike when only the prompt changed: the drifted
-        # request is then where the runs diverged.
-        change.divergences = _drift_divergences(change) + change.divergences
-        change.divergences.sort(key=lambda d: (d.position, d.cls != "request_drift"))
+        steps = {}
+    for change in changes:
+        change.baseline_steps = [s for r in _runs(change.baseline) for s in steps.get(r, ())]
+        change.current_steps = [s for r in _runs(change.current) for s in steps.get(r, ())]
+        if change.baseline_steps and change.current_steps:
+            change.divergences = align(change.baseline_steps, change.current_steps)
+        if change.current is not None and change.current.drifts:
+            # Replayed answers keep the steps alike when only the prompt changed: the drifted
+            # request is then where the runs diverged.
+            change.divergences = _drift_divergences(change) + change.divergences
+            change.divergences.sort(key=lambda d: (d.position, d.cls != "request_drift"))
 
 
 def _drift_divergences(change: CaseChange) -> list[Divergence]:

@@ -35,38 +35,9 @@ def divergence_from_dict(data: dict[str, Any]) -> Divergence:
     )
 
 
-def value_changes(old: Any, new: Any, path: str = "") -> list[Change]:
-    """Where two JSON values differ, by path (`result.alerts[0].message`)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        found: list[Change] = []
-        for key in [*old, *(k for k in new if k not in old)]:
-            where = f"{path}.{key}" if path else str(key)
-            if key not in old:
-                found.append(Change(where, "added", new=new[key]))
-            elif key not in new:
-                found.append(Change(where, "removed", old=old[key]))
-            else:
-                found.extend(value_changes(old[key], new[key], where))
-        return found
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [
-            c
-            for i, (a, b) in enumerate(zip(old, new, strict=True))
-            for c in value_changes(a, b, f"{path}[{i}]")
-        ]
-    if old != new or type(old) is not type(new):
-        return [Change(path or "(value)", "changed", old, new)]
-    return []
-
-
 def describe_divergence(data: dict[str, Any], width: int = 76) -> str:
-    """A divergence, naming the changed fields when both sides are JSON objects or lists."""
-    divergence = divergence_from_dict(data)
-    if not divergence.changes and isinstance(divergence.old, dict | list):
-        changes = value_changes(divergence.old, divergence.new)
-        if changes:  # both sides structured: name the fields instead of two cut-off dumps
-            divergence.changes = changes
-    return divergence.describe(width)
+    """A divergence (as stored), naming the changed fields when both sides are structured."""
+    return divergence_from_dict(data).describe(width)
 
 
 def drift_text(outcome: Any, width: int = 70) -> str | None:

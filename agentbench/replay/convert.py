@@ -10,6 +10,7 @@ cassette goes the other way by feeding equivalent events to the store's recorder
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +28,8 @@ from agentbench.runtime.events import (
 )
 from agentbench.runtime.models import ChatResponse, Usage
 from agentbench.runtime.tools import ResultKind, ToolResult
+from agentbench.trace import queries
+from agentbench.trace.errors import RunNotFoundError
 from agentbench.trace.schema import RunTrace
 from agentbench.trace.store import TraceStore
 
@@ -35,13 +38,44 @@ __all__ = ["cassette_from_store", "conversation", "events_of", "store_cassette"]
 
 def conversation(store: TraceStore, run_id: str) -> list[RunTrace]:
     """The run and every run it led to (handoffs, chains), in the order they started."""
-    traces = [store.run(run_id)]
-    index = 0
-    while index < len(traces):
-        children = sorted(traces[index].children, key=lambda r: r.started_at)
-        traces.extend(store.run(child.run_id) for child in children)
-        index += 1
-    return sorted(traces, key=lambda t: t.run.started_at)
+    return conversations(store, [run_id])[run_id]
+
+
+def conversations(
+    store: TraceStore, run_ids: Iterable[str], *, missing_ok: bool = False
+) -> dict[str, list[RunTrace]]:
+    """`conversation` of each run, read over one connection (opening the store is what costs:
+    a comparison reads the runs of every changed case); `missing_ok` leaves out runs the
+    store does not have instead of raising."""
+    found: dict[str, list[RunTrace]] = {}
+    with store.reading() as conn:
+        wanted = {}
+        for run_id in run_ids:
+            try:
+                wanted[run_id] = queries.resolve_run_id(conn, run_id, store.path)
+            except RunNotFoundError:
+                if not missing_ok:
+                    raise
+        loaded = queries.load_trees(conn, sorted(set(wanted.values())))
+    for run_id, full in wanted.items():
+        traces = [loaded[full]]
+        index = 0
+        while index < len(traces):
+            children = sorted(traces[index].children, key=lambda r: r.started_at)
+            traces.extend(loaded[c.run_id] for c in children if c.run_id in loaded)
+            index += 1
+        found[run_id] = sorted(traces, key=lambda t: t.run.started_at)
+    return found
+
+
+def stored_trajectories(
+    store: TraceStore, run_ids: Iterable[str], *, missing_ok: bool = False
+) -> dict[str, list[Step]]:
+    """`stored_trajectory` of each run, read over one connection."""
+    return {
+        run_id: trajectory([e for t in traces for e in events_of(t)])
+        for run_id, traces in conversations(store, run_ids, missing_ok=missing_ok).items()
+    }
 
 
 def stored_trajectory(store: TraceStore, run_id: str) -> list[Step]:

@@ -58,6 +58,13 @@ class Divergence:
             return head + "\n" + "\n".join(f"    {line}" for line in lines)
         if self.cls in ("extra_step", "missing_step"):
             return head
+        if isinstance(self.old, dict | list) and isinstance(self.new, dict | list):
+            fields = value_changes(self.old, self.new)
+            if fields:  # both sides structured: name the fields, not two cut-off dumps
+                lines = [c.describe(width) for c in fields[:6]]
+                if len(fields) > 6:
+                    lines.append(f"… and {len(fields) - 6} more changes")
+                return head + "\n" + "\n".join(f"    {line}" for line in lines)
         # Both sides cut around where they first differ, so the change itself shows.
         old, new = around_difference(_dump(self.old), _dump(self.new), width)
         return f"{head}\n    {old[1:-1]} → {new[1:-1]}"
@@ -299,3 +306,27 @@ def with_request_drift(divergences: list[Divergence], drifts: list[Divergence]) 
     request was sent before the model answered."""
     order = {"request_drift": 0}
     return sorted([*drifts, *divergences], key=lambda d: (d.position, order.get(d.cls, 1)))
+
+
+def value_changes(old: Any, new: Any, path: str = "") -> list[Change]:
+    """Where two JSON values differ, by path (`result.alerts[0].message`)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found: list[Change] = []
+        for key in [*old, *(k for k in new if k not in old)]:
+            where = f"{path}.{key}" if path else str(key)
+            if key not in old:
+                found.append(Change(where, "added", new=new[key]))
+            elif key not in new:
+                found.append(Change(where, "removed", old=old[key]))
+            else:
+                found.extend(value_changes(old[key], new[key], where))
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [
+            c
+            for i, (a, b) in enumerate(zip(old, new, strict=True))
+            for c in value_changes(a, b, f"{path}[{i}]")
+        ]
+    if old != new or type(old) is not type(new):
+        return [Change(path or "(value)", "changed", old, new)]
+    return []

@@ -44,7 +44,10 @@ def fetch(
 
 
 def _records(
-    conn: duckdb.DuckDBPyConnection, record: type[TraceRecord], sql: str, params: list[Any]
+    conn: duckdb.DuckDBPyConnection,
+    record: type[TraceRecord],
+    sql: str,
+    params: list[Any] | dict[str, Any],
 ) -> list[Any]:
     return [record.model_validate(row) for row in fetch(conn, sql, params)]
 
@@ -113,6 +116,55 @@ def load_run(conn: duckdb.DuckDBPyConnection, run_id: str, path: Path) -> RunTra
             [run_id],
         ),
     )
+
+
+_CHILD_TABLES: tuple[tuple[str, type[TraceRecord]], ...] = (
+    ("llm_calls", LlmCallRecord),
+    ("tool_calls", ToolCallRecord),
+    ("context_diffs", ContextDiffRecord),
+    ("events", EventRecord),
+)
+_TREE = """
+WITH RECURSIVE tree(run_id) AS (
+    SELECT unnest($roots)
+    UNION
+    SELECT r.run_id FROM runs r JOIN tree t ON r.parent_run_id = t.run_id
+)
+"""
+
+
+def load_trees(conn: duckdb.DuckDBPyConnection, roots: list[str]) -> dict[str, RunTrace]:
+    """Every stored run under `roots` (the roots, the runs they handed off to, …), whole, by
+    run id — in five queries however many runs, since each query has a fixed cost of about
+    two milliseconds. Roots the store does not have are simply absent."""
+    params = {"roots": list(roots)}
+    runs = _records(
+        conn,
+        RunRecord,
+        _TREE + "SELECT * FROM runs WHERE run_id IN (SELECT run_id FROM tree) "
+        "ORDER BY started_at, run_id",
+        params,  # type: ignore[arg-type]
+    )
+    rows: dict[str, dict[str, list[Any]]] = {r.run_id: {} for r in runs}
+    for table, record in _CHILD_TABLES:
+        sql = (
+            f"{_TREE}SELECT * FROM {table} WHERE run_id IN (SELECT run_id FROM tree) "
+            "ORDER BY run_id, seq"
+        )
+        for row in fetch(conn, sql, params):
+            rows[row["run_id"]].setdefault(table, []).append(record.model_validate(row))
+    children: dict[str, list[RunRecord]] = {}
+    for run in runs:
+        if run.parent_run_id:
+            children.setdefault(run.parent_run_id, []).append(run)
+    return {
+        run.run_id: RunTrace(
+            run=run,
+            **rows[run.run_id],
+            children=children.get(run.run_id, []),
+        )
+        for run in runs
+    }
 
 
 def rebuild_requests(
