@@ -145,3 +145,28 @@ def test_resume_only_continues_the_same_suites_on_the_same_code(
     code_version.cache_clear()  # once per process, and each command is a new process
     assert main(["run", "golden/sre", "--resume", eval_id, "--no-report"]) == 2
     assert "a resumed eval must be one version of the code" in capsys.readouterr().err
+
+
+def test_what_could_be_written_is_written_when_the_comparison_fails(
+    repo: Path, monkeypatch, capsys
+) -> None:
+    from agentbench.commands import run_outputs
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("comparison exploded")
+
+    monkeypatch.chdir(repo)
+    assert main(["run", "golden/sre", "--no-report"]) == 0
+    monkeypatch.setattr(run_outputs, "compare_evals", broken)
+    junit, summary = repo / "junit.xml", repo / "summary.md"
+    code = main(
+        ["run", "golden/sre", "--baseline", "latest", "--junit", str(junit),
+         "--summary-md", str(summary)]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 3
+    assert "unexpected RuntimeError at" in captured.err and "comparison exploded" in captured.err
+    assert "Traceback" not in captured.err
+    # the eval, its JUnit, its summary and its report were kept
+    assert junit.read_text().count("<testcase") == 13 and summary.is_file()
+    assert "results: " in captured.out and list((repo / "reports").glob("*/index.html"))

@@ -281,6 +281,10 @@ def test_the_whole_path(
     assert case["kind"] == "newly_failing" and case["divergences"]
     divergence = case["divergences"][0]
     assert divergence["class"] in journey.classes and divergence["step"] >= 0
+    if divergence["class"] == "request_drift":  # the field of the request that changed
+        assert divergence["changes"] and divergence["changes"][0]["path"]
+    elif divergence["class"] == "tool_result_changed":  # the field of the result
+        assert divergence["old"] != divergence["new"]
 
     # the baseline's run of a regressed case, replayed against the changed code
     run_id = case["baseline"]["run_id"]
