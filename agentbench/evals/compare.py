@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbench.errors import AgentbenchError, UsageError
+from agentbench.errors import UsageError
 from agentbench.evals import results_store
 from agentbench.evals.baseline import stored_evals
 from agentbench.evals.case_changes import CaseChange, CaseSide, classify, fold, sort_key
@@ -207,11 +207,9 @@ def _runs(side: CaseSide | None) -> list[str]:
 def _attach_trajectories(store: Any, changes: list[CaseChange]) -> None:
     """Each changed case's steps on both sides (every turn), aligned; read in one go."""
     wanted = {run for c in changes for side in (c.baseline, c.current) for run in _runs(side)}
-    try:
-        # A run that is not in the store (results imported without their traces) is left out.
-        steps = stored_trajectories(store, sorted(wanted), missing_ok=True) if wanted else {}
-    except AgentbenchError:
-        steps = {}
+    # A run that is not in the store (results imported without their traces) is left out; a
+    # stored run that cannot be read back is an error, never silently "no divergence".
+    steps = stored_trajectories(store, sorted(wanted), missing_ok=True) if wanted else {}
     for change in changes:
         change.baseline_steps = [s for r in _runs(change.baseline) for s in steps.get(r, ())]
         change.current_steps = [s for r in _runs(change.current) for s in steps.get(r, ())]
