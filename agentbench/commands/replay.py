@@ -16,7 +16,7 @@ from typing import Any
 import click
 import orjson
 
-from agentbench.commands.traces import open_store, store_options
+from agentbench.commands.traces import open_store, reports_dir, store_options
 from agentbench.errors import UsageError
 from agentbench.evals import results_store
 from agentbench.evals.compare import compare_evals
@@ -237,9 +237,9 @@ Examples:
 @click.option(
     "--report-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("reports"),
-    show_default=True,
-    help="Evals: where the HTML diff report is written.",
+    default=None,
+    help="Evals: where the HTML diff report is written "
+    "[default: reports/ at the root of the git checkout].",
 )
 @store_options
 def diff(
@@ -247,7 +247,7 @@ def diff(
     run_b: str,
     as_json: bool,
     budget_pct: float,
-    report_dir: Path,
+    report_dir: Path | None,
     db: Path | None,
     wait_s: float,
 ) -> int:
@@ -289,11 +289,16 @@ def diff(
 
 
 def _diff_evals(
-    store: Any, baseline: str, current: str, as_json: bool, budget_pct: float, report_dir: Path
+    store: Any,
+    baseline: str,
+    current: str,
+    as_json: bool,
+    budget_pct: float,
+    report_dir: Path | None,
 ) -> int:
     comparison = compare_evals(store, baseline, current, budget_pct=budget_pct)
     data = comparison.as_dict()
-    report = _diff_report(store, data, report_dir)
+    report = _diff_report(store, data, reports_dir(report_dir))
     if as_json:
         _emit({**data, "report": str(report) if report else None}, True)
     else:
