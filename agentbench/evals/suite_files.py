@@ -27,7 +27,15 @@ from agentbench.evals.expectations import ScorerSpec, split_expectation
 from agentbench.evals.scorers import scorer_type
 from agentbench.evals.suite_models import Suite, import_plugin
 from agentbench.evals.validation import PLUGIN_PATTERN, explain, field_path, show
-from agentbench.evals.yaml_source import Position, YamlDocument, YamlSyntaxError, load_yaml
+from agentbench.yaml_source import (
+    Position,
+    SourceError,
+    YamlDocument,
+    YamlSyntaxError,
+    check_json_depth,
+    load_yaml,
+    read_source,
+)
 
 SUITE_FILE = "suite.yaml"
 CASE_SUFFIXES = (".yaml", ".yml", ".jsonl")
@@ -81,7 +89,12 @@ def discover(paths: Iterable[str | Path]) -> DiscoveryResult:
     for given in paths:
         root = Path(given)
         if not root.exists():
-            result.errors.append(SuiteError(root, [Problem(root, "no such file or folder")]))
+            missing = (
+                "a symbolic link that loops or leads nowhere"
+                if root.is_symlink()
+                else "no such file or folder"
+            )
+            result.errors.append(SuiteError(root, [Problem(root, missing)]))
             continue
         folders = _suite_folders(root)
         if not folders:
@@ -139,7 +152,7 @@ class _SuiteReader:
 
     def read(self) -> Suite | None:
         file = self.folder / SUITE_FILE
-        if not file.is_file():
+        if not os.path.lexists(file):  # a link that leads nowhere is read, and says so
             self.problems.append(Problem(file, f"no {SUITE_FILE} in {self.folder}"))
             return None
         document = self._yaml(file)
@@ -193,15 +206,7 @@ class _SuiteReader:
         try:
             document = load_yaml(text)
         except YamlSyntaxError as exc:
-            where = exc.position
-            self.problems.append(
-                Problem(
-                    file,
-                    exc.message,
-                    where.line if where else None,
-                    where.column if where else None,
-                )
-            )
+            self._source_problem(file, exc)
             return None
         for loc, position, first in document.duplicates:
             self.problems.append(
@@ -218,23 +223,29 @@ class _SuiteReader:
 
     def _text(self, file: Path) -> str | None:
         try:
-            return file.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            self.problems.append(
-                Problem(file, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
-            )
-        except OSError as exc:
-            self.problems.append(Problem(file, f"cannot read the file: {exc.strerror}"))
+            return read_source(file)
+        except SourceError as exc:
+            self._source_problem(file, exc)
         return None
+
+    def _source_problem(self, file: Path, exc: SourceError) -> None:
+        where = exc.position
+        self.problems.append(
+            Problem(file, exc.message, where.line if where else None, _column(exc))
+        )
 
     def _case_files(self) -> list[Path]:
         folder = self.folder / "cases"
         if not folder.is_dir():
             return []
+        # Anything but a folder is read, so a link that loops or leads nowhere (or a named
+        # pipe) is reported: skipping it would silently hide its cases.
         return sorted(
             path
             for path in folder.rglob("*")
-            if path.suffix in CASE_SUFFIXES and path.is_file() and not path.name.startswith(".")
+            if path.suffix in CASE_SUFFIXES
+            and not path.is_dir()
+            and not path.name.startswith(".")
         )
 
     def _inline_cases(self, raw: Any, file: Path, document: YamlDocument) -> list[Case]:
@@ -279,9 +290,16 @@ class _SuiteReader:
             if not line.strip():
                 continue
             try:
+                check_json_depth(line)
                 row = json.loads(line)
+            except SourceError as exc:
+                self.problems.append(Problem(file, exc.message, number, _column(exc)))
+                continue
             except json.JSONDecodeError as exc:
                 self.problems.append(Problem(file, f"not valid JSON: {exc.msg}", number, exc.colno))
+                continue
+            except ValueError as exc:  # a number Python will not convert (over 4,300 digits)
+                self.problems.append(Problem(file, f"not valid JSON: {exc}", number))
                 continue
             if not isinstance(row, dict):
                 self.problems.append(
@@ -417,6 +435,10 @@ class _SuiteReader:
                 field_path(loc),
             )
         )
+
+
+def _column(exc: SourceError) -> int | None:
+    return exc.position.column if exc.position else None
 
 
 def _kind(value: Any) -> str:

@@ -6,12 +6,17 @@ text of a stream, so a streamed call replays as a stream). Files are read and wr
 vcrpy's own serializers (YAML by default, JSON optional), so they look like the cassettes
 pytest-recording users know; agentbench's extra knowledge of the session — the input, the
 original trajectory, the tool results — lives under `metadata.agentbench`. Secrets are
-scrubbed with the trace redaction rules before anything is written.
+scrubbed with the trace redaction rules before anything is written. A file is read within the
+bounds suite files are (size, nesting, YAML aliases: `agentbench.yaml_source`), and one of
+a vcrpy or agentbench format version this code does not know is refused, not half-read.
 """
 
 from __future__ import annotations
 
 import enum
+import json
+import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +41,18 @@ from agentbench.runtime.completions import (
 )
 from agentbench.runtime.models import ChatResponse, TextDeltaHandler
 from agentbench.trace.redact import Redactor
+from agentbench.yaml_source import (
+    Position,
+    SourceError,
+    check_json_depth,
+    check_yaml_bounds,
+    read_source,
+)
 
 CASSETTE_FORMAT = 1
+# vcrpy's own file format (`version:` at the top, vcr/serialize.py): 1 since vcrpy 1.0. A file
+# of another version may keep its calls elsewhere; read as version 1 it would replay nothing.
+VCR_FORMAT_VERSIONS = (1,)
 DEFAULT_URI = "https://api.openai.com/v1/chat/completions"
 _JSON = "application/json"
 _SSE = "text/event-stream"
@@ -107,43 +122,24 @@ class Cassette:
     # -- files ---------------------------------------------------------------------------
     @classmethod
     def load(cls, path: str | Path) -> Cassette:
+        """The cassette at `path`; CassetteError names the file (and line) of what is wrong."""
         path = Path(path)
-        if not path.is_file():
+        if not os.path.lexists(path):  # a link that loops or leads nowhere is read, and says so
             raise CassetteError(f"{path}: no such cassette file")
         try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise CassetteError(
-                f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-            ) from None
-        if not text.strip():
-            raise CassetteError(f"{path}: the file is empty; expected a vcrpy cassette")
-        try:
-            loaded = vcr_serialize.deserialize(text, _serializer(path))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise CassetteError(
-                f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}"
-            ) from None
+            loaded = vcr_serialize.deserialize("", _Parsed(_parse(path)))
         except (ValueError, KeyError, TypeError) as exc:
             raise CassetteError(
-                f"{path}: not a vcrpy cassette (expected a mapping with 'interactions', each with "
-                f"a 'request' and a 'response'): {type(exc).__name__}: {exc}"
+                f"{path}: not a vcrpy cassette (a request needs 'method', 'uri', 'body' and "
+                f"'headers'): {type(exc).__name__}: {exc}"
             ) from None
         requests, responses = loaded[0], loaded[1]
-        metadata = loaded[2] if len(loaded) > 2 else {}
+        metadata = _metadata(path, loaded[2] if len(loaded) > 2 else {})
         interactions = [
             _interaction(path, number, request, response)
             for number, (request, response) in enumerate(zip(requests, responses, strict=True), 1)
         ]
-        info = (metadata or {}).get("agentbench", {})
-        if info.get("format", CASSETTE_FORMAT) > CASSETTE_FORMAT:
-            raise CassetteError(
-                f"{path}: cassette format {info['format']} is newer than this agentbench "
-                f"understands ({CASSETTE_FORMAT}); upgrade agentbench"
-            )
-        return cls(interactions, dict(metadata or {}), path)
+        return cls(interactions, metadata, path)
 
     def save(self, path: str | Path | None = None, *, redactor: Redactor | None = None) -> Path:
         """Write the cassette, secrets scrubbed; the format follows the suffix (.json or YAML)."""
@@ -195,6 +191,101 @@ class Cassette:
 
 def _serializer(path: Path) -> Any:
     return jsonserializer if path.suffix.lower() == ".json" else yamlserializer
+
+
+class _Parsed:
+    """A serializer that hands vcrpy data already parsed (and checked) here."""
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+
+    def deserialize(self, text: str) -> Any:
+        return self.data
+
+
+def _parse(path: Path) -> dict[str, Any]:
+    """The file's data, read within bounds, in vcrpy's format at a version vcrpy writes."""
+    serializer = _serializer(path)
+    try:
+        text = read_source(path)
+        if not text.strip():
+            raise CassetteError(f"{path}: the file is empty; expected a vcrpy cassette")
+        if serializer is jsonserializer:
+            check_json_depth(text)
+        else:
+            check_yaml_bounds(text)
+        data = serializer.deserialize(text)
+    except SourceError as exc:
+        raise CassetteError(f"{_at(path, exc.position)}: {exc.message}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = _at(path, Position(mark.line + 1, mark.column + 1) if mark else None)
+        problem = getattr(exc, "problem", None) or exc
+        raise CassetteError(f"{where}: the file is not valid YAML: {problem}") from None
+    except json.JSONDecodeError as exc:
+        where = _at(path, Position(exc.lineno, exc.colno))
+        raise CassetteError(f"{where}: the file is not valid JSON: {exc.msg}") from None
+    except ValueError as exc:  # a number Python will not convert (over 4,300 digits)
+        raise CassetteError(f"{path}: the file cannot be read: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
+        raise CassetteError(
+            f"{path}: not a vcrpy cassette (expected a mapping with 'version: "
+            f"{VCR_FORMAT_VERSIONS[-1]}' and a list of 'interactions', each with a 'request' "
+            "and a 'response')"
+        )
+    version = data.get("version", VCR_FORMAT_VERSIONS[-1])  # vcrpy itself reads it without
+    if type(version) is not int or version not in VCR_FORMAT_VERSIONS:
+        known = ", ".join(str(v) for v in VCR_FORMAT_VERSIONS)
+        raise CassetteError(
+            f"{_at(path, _version_line(text, serializer))}: cassette format version "
+            f"{version!r} is not one this agentbench reads (known: {known}, vcrpy's format); "
+            "re-record the cassette"
+        )
+    for number, entry in enumerate(data["interactions"], 1):
+        if not isinstance(entry, dict) or not {"request", "response"} <= entry.keys():
+            raise CassetteError(
+                f"{path}: interaction {number}: expected a mapping with a 'request' and a "
+                "'response'"
+            )
+        if not isinstance(entry["request"], dict) or not isinstance(entry["response"], dict):
+            raise CassetteError(
+                f"{path}: interaction {number}: the request and the response must be mappings"
+            )
+    return data
+
+
+def _metadata(path: Path, metadata: Any) -> dict[str, Any]:
+    """The cassette's metadata, refused when agentbench's part is of a format it does not know."""
+    if not isinstance(metadata, dict):
+        raise CassetteError(f"{path}: metadata: expected a mapping")
+    if not isinstance(metadata.get("agentbench", {}), dict):
+        raise CassetteError(f"{path}: metadata.agentbench: expected a mapping")
+    found = metadata.get("agentbench", {}).get("format", CASSETTE_FORMAT)
+    if type(found) is int and found > CASSETTE_FORMAT:
+        raise CassetteError(
+            f"{path}: cassette format {found} is newer than this agentbench "
+            f"understands ({CASSETTE_FORMAT}); upgrade agentbench"
+        )
+    if type(found) is not int or found < 1:
+        raise CassetteError(
+            f"{path}: metadata.agentbench.format {found!r} is not a cassette format "
+            f"(known: 1 to {CASSETTE_FORMAT})"
+        )
+    return dict(metadata)
+
+
+def _at(path: Path, position: Position | None) -> str:
+    if position is None:
+        return str(path)
+    column = f":{position.column}" if position.column is not None else ""
+    return f"{path}:{position.line}{column}"
+
+
+def _version_line(text: str, serializer: Any) -> Position | None:
+    """The line of the top-level `version`: vcrpy's YAML writes it unindented, JSON first."""
+    pattern = r'"version"\s*:' if serializer is jsonserializer else r"^version\s*:"
+    found = re.search(pattern, text, re.MULTILINE)
+    return Position(text.count("\n", 0, found.start()) + 1) if found else None
 
 
 def _interaction(
