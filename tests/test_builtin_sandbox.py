@@ -14,17 +14,27 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_support import (
+    AS_ROOT,
+    LIMITS,
+    NOBODY,
+    Check,
+    ended,
+    no_stray_processes,  # noqa: F401  (autouse)
+    printed,
+    raised,
+    run,
+)
 
 from agentbench import ResultKind
 from agentbench.errors import UsageError
+from agentbench.runtime.builtin._sandbox_outcome import _warnings
 from agentbench.runtime.builtin._sandbox_process import Capture
-from agentbench.runtime.builtin.sandbox import _isolation_summary, _pick_interpreter, _warnings
+from agentbench.runtime.builtin.sandbox import _isolation_summary, _pick_interpreter
 from agentbench.tools import (
     SandboxLimits,
     SandboxOutcome,
@@ -33,65 +43,6 @@ from agentbench.tools import (
     run_python,
     sandbox_isolation,
 )
-
-LIMITS = SandboxLimits(
-    timeout_s=3.0,
-    cpu_seconds=1,
-    memory_mb=256,
-    file_size_mb=4,
-    disk_mb=16,
-    max_processes=16,
-    max_open_files=32,
-    max_output_chars=2_000,
-    max_output_bytes=1_000_000,
-)
-AS_ROOT = os.geteuid() == 0
-NOBODY = 65534
-
-
-def _processes_of(uid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("Uid:") and int(line.split()[1]) == uid:
-                found.add(int(entry.name))
-    return found
-
-
-def _our_children() -> set[int]:
-    children = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            # The command name may hold spaces; the fields after its ')' are fixed.
-            if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
-                children.add(int(entry.name))
-    return children
-
-
-@pytest.fixture(autouse=True)
-def no_stray_processes() -> Iterator[None]:
-    """Whatever a test's program started must be gone when the test ends."""
-    before = _processes_of(NOBODY) if AS_ROOT else set()
-    children_before = _our_children()
-    yield
-    deadline = time.monotonic() + 2.0  # the kernel reaps a dead PID namespace asynchronously
-    while True:
-        strays = (_processes_of(NOBODY) - before) if AS_ROOT else set()
-        strays |= _our_children() - children_before
-        if not strays or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
-    assert not strays, f"processes left behind: {sorted(strays)}"
 
 
 @pytest.fixture(scope="module")
@@ -107,37 +58,7 @@ def network_isolated(isolation: dict[str, object]) -> None:
         pytest.skip("no network namespace here: this test would reach the network")
 
 
-def run(code: str, limits: SandboxLimits = LIMITS) -> SandboxResult:
-    return run_python(code, limits)
-
-
 # --- the hostile corpus ----------------------------------------------------------------------
-
-Check = Callable[[SandboxResult], None]
-
-
-def raised(*names: str) -> Check:
-    def check(result: SandboxResult) -> None:
-        assert result.outcome is SandboxOutcome.ERROR, result
-        assert any(name in result.message for name in names), result.message
-
-    return check
-
-
-def printed(expected: str) -> Check:
-    def check(result: SandboxResult) -> None:
-        assert result.outcome is SandboxOutcome.OK, result
-        assert result.stdout.strip() == expected, result.stdout
-
-    return check
-
-
-def ended(outcome: SandboxOutcome) -> Check:
-    def check(result: SandboxResult) -> None:
-        assert result.outcome is outcome, result
-
-    return check
-
 
 HOSTILE: dict[str, tuple[str, Check]] = {
     "fork bomb": (
@@ -155,6 +76,10 @@ HOSTILE: dict[str, tuple[str, Check]] = {
         ended(SandboxOutcome.MEMORY_LIMIT),
     ),
     "infinite loop": ("while True:\n    pass", ended(SandboxOutcome.CPU_LIMIT)),
+    "exit code 125 is the program's own": (
+        "import sys\nsys.exit(125)",
+        raised("exited with code 125"),  # a business failure, not a sandbox that failed
+    ),
     "infinite loop in a child": (
         "import subprocess, sys\n"
         "subprocess.run([sys.executable, '-c', 'while True: pass'])\n"
@@ -174,7 +99,10 @@ HOSTILE: dict[str, tuple[str, Check]] = {
         "print(open('/root/.ssh/id_rsa').read())",
         raised("FileNotFoundError", "PermissionError"),
     ),
-    "read /etc/shadow": ("print(open('/etc/shadow').read())", raised("PermissionError")),
+    "read /etc/shadow": (
+        "print(open('/etc/shadow').read())",
+        raised("FileNotFoundError", "PermissionError"),
+    ),
     "os.system": (
         "import os\nstatus = os.system('cat /etc/shadow > /dev/null 2>&1')\nprint(status != 0)",
         printed("True"),
@@ -254,19 +182,21 @@ def test_hostile_program_is_contained(code: str, check: Check) -> None:
 
 
 def test_sleeping_forever_is_killed_at_the_wall_clock_timeout() -> None:
-    result = run("import time\ntime.sleep(1000)", SandboxLimits(timeout_s=0.5))
-    assert result.outcome is SandboxOutcome.TIMEOUT
-    assert "timed out after 0.5 s" in result.message
+    result = run("import time\ntime.sleep(1000)", SandboxLimits(timeout_s=2.5))
+    assert result.outcome is SandboxOutcome.TIMEOUT, result
+    assert "timed out after 2.5 s" in result.message
 
 
 def test_files_written_to_tmp_stay_inside(isolation: dict[str, object]) -> None:
-    if not str(isolation.get("filesystem")).startswith("read-only"):
+    if isolation.get("filesystem") != "ok":
         pytest.skip("no mount namespace here: /tmp is the host's")
-    name = f"/tmp/agentbench-escape-{uuid.uuid4().hex}"
-    for path in (name, "/var/tmp/" + name[5:], "/dev/shm/" + name[5:]):
+    name = f"agentbench-escape-{uuid.uuid4().hex}"
+    for path in (f"/tmp/{name}", f"/dev/shm/{name}"):
         result = run(f"open({path!r}, 'w').write('x')\nprint(open({path!r}).read())")
         assert result.outcome is SandboxOutcome.OK and result.stdout == "x\n", result
         assert not os.path.exists(path)
+    result = run(f"open('/var/tmp/{name}', 'w')")
+    assert "FileNotFoundError" in result.message  # there is no /var at all
 
 
 def test_no_api_key_reaches_the_code(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -307,7 +237,7 @@ def test_the_code_sees_only_its_own_processes(isolation: dict[str, object]) -> N
     if isolation.get("proc") != "private":
         pytest.skip("no PID namespace here")
     result = run("import os\nprint(os.getpid(), [p for p in os.listdir('/proc') if p.isdigit()])")
-    assert result.stdout.strip() == "1 ['1']"
+    assert result.stdout.strip() == "2 ['1', '2']"
 
 
 # --- ordinary programs -----------------------------------------------------------------------
@@ -396,7 +326,7 @@ def test_without_namespaces_the_gaps_are_reported_or_refused() -> None:
     assert loose["isolation"]["uid"] == NOBODY  # still unprivileged
     assert any("network NOT blocked" in w for w in loose["warnings"])
     assert strict["outcome"] == "failed_to_start"
-    assert "sandbox refused to run: no network_namespace" in strict["stderr"]
+    assert "sandbox refused to run: no network_namespace" in strict["message"]
     assert strict["stdout"] == ""
 
 
@@ -416,16 +346,19 @@ def test_root_picks_an_interpreter_others_can_run() -> None:
 
 def test_missing_isolation_is_spelled_out() -> None:
     facts = {"network_namespace": "unavailable: Operation not permitted", "filesystem": "host"}
-    warnings = _warnings(facts, uid=None)
+    warnings = _warnings(facts, uid=None, missing_budgets={"pids": "not delegated"})
     assert any("network NOT blocked" in w for w in warnings)
     assert any("PID namespace" in w for w in warnings)
     assert any("filesystem not isolated" in w for w in warnings)
+    assert any("no syscall filter" in w and "fresh session keyring" in w for w in warnings)
+    assert any("concurrent sandboxes share it" in w for w in warnings)
     full = {
         "network_namespace": "ok",
         "pid_namespace": "ok",
-        "filesystem": "read-only host, private /tmp",
+        "filesystem": "ok",
+        "seccomp": "ok",
     }
-    assert _warnings(full, uid=NOBODY) == []
+    assert _warnings(full, uid=NOBODY, missing_budgets={}) == []
 
 
 def test_the_description_promises_no_more_than_the_machine_gives() -> None:

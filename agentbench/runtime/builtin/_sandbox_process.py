@@ -140,8 +140,9 @@ def _watch(
     with _Pump(sinks) as pump:
         watched.killed_for = pump.run(process.pid, deadline, too_much_output)
         if watched.killed_for is not None:
-            # Kill the program rather than the launcher: the launcher then reaps it and reports
-            # how it ended, and no zombie is left for the host's init to collect.
+            # Kill the sandbox's init rather than the launcher: its death ends the whole PID
+            # namespace, the launcher reaps it and reports, and no zombie is left for the
+            # host's init to collect.
             _kill_program(_parse_report(bytes(report)), process.pid)
             pump.run(process.pid, time.monotonic() + _STOP_GRACE_S, lambda: False)
     watched.records = _parse_report(bytes(report))
