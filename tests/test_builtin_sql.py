@@ -18,7 +18,10 @@ import pytest
 
 from agentbench import ResultKind, ToolResult
 from agentbench.errors import UsageError
+from agentbench.runtime.builtin.sql_guard import Catalog
 from agentbench.tools import QueryRejected, check_query, open_duckdb_read_only, sql_query
+
+SHOP = Catalog.of(["customers", "orders"])
 
 ATTACKS = [
     "DROP TABLE orders",
@@ -86,6 +89,9 @@ ATTACKS = [
     "DESCRIBE read_csv('/etc/passwd')",
     "SHOW read_csv('/etc/passwd')",
     "MERGE INTO orders USING orders AS s ON orders.id = s.id WHEN MATCHED THEN DELETE",
+    "SELECT table_name FROM information_schema.tables",
+    "SELECT * FROM range(5)",
+    "SELECT * FROM duckdb_functions()",
     "",
     "  ;  ",
     "SELECT 1；DROP TABLE orders",
@@ -126,14 +132,15 @@ LEGITIMATE = {
         [[1, 2], [2, 3], [3, 4]],
     ),
     "union": ("SELECT 1 AS x UNION ALL SELECT 2 ORDER BY x", [[1], [2]]),
-    "generator": ("SELECT sum(range) AS s FROM range(5)", [[10]]),
+    "generator": ("SELECT sum(i) AS s FROM (SELECT unnest(range(5)) AS i)", [[10]]),
     "dates": (
         "SELECT date_trunc('month', day) AS m, count(*) AS n FROM orders GROUP BY 1 ORDER BY 1",
         [["2024-01-01T00:00:00", 2], ["2024-02-01T00:00:00", 2]],
     ),
-    "catalog": (
-        "SELECT table_name FROM information_schema.tables ORDER BY table_name",
-        [["customers"], ["orders"]],
+    "qualified names": (
+        "SELECT count(*) AS n FROM shop.main.orders AS o JOIN main.customers AS c "
+        "ON c.id = o.customer_id",
+        [[4]],
     ),
     "comments are fine": ("-- the count\nSELECT count(*) /* all */ FROM orders", [[4]]),
     "semicolon at the end": ("SELECT 1 AS one;", [[1]]),
@@ -180,7 +187,7 @@ async def ask(tool: Any, query: str) -> ToolResult:
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_guard_rejects_attack(attack: str, tmp_path: Path) -> None:
     with pytest.raises(QueryRejected):
-        check_query(attack.format(tmp=tmp_path))
+        check_query(attack.format(tmp=tmp_path), catalog=SHOP)
 
 
 @pytest.mark.parametrize("attack", ATTACKS)
@@ -227,30 +234,35 @@ async def test_invalid_sql_names_line_column_and_token(database: Path) -> None:
     assert "invalid SQL" in result.error and "line 2" in result.error and "column" in result.error
 
 
-async def test_unknown_table_is_the_databases_answer(database: Path) -> None:
+async def test_an_unknown_table_is_named_with_the_tables_there(database: Path) -> None:
     result = await ask(sql_query(database), "SELECT * FROM order_lines")
     assert result.kind is ResultKind.BUSINESS_FAILURE
-    assert "order_lines" in (result.error or "")
+    assert "'order_lines' is not one of the database's tables; query only customers, orders" in (
+        result.error or ""
+    )
 
 
 async def test_row_limit_is_enforced_and_reported(database: Path) -> None:
     tool = sql_query(database, max_rows=10)
-    result = await ask(tool, "SELECT * FROM range(1000000)")
+    result = await ask(tool, "SELECT unnest(range(10000)) AS i")
     assert result.kind is ResultKind.OK
     assert result.data["row_count"] == 10 and result.data["truncated"] is True
     assert "row limit of 10" in result.data["note"]
-    exact = await ask(tool, "SELECT * FROM range(10)")
+    exact = await ask(tool, "SELECT unnest(range(10)) AS i")
     assert exact.data["row_count"] == 10 and "truncated" not in exact.data
 
 
 async def test_default_row_limit_is_a_thousand(database: Path) -> None:
-    result = await ask(sql_query(database, max_result_chars=100_000), "SELECT * FROM range(5000)")
+    tool = sql_query(database, max_result_chars=100_000)
+    result = await ask(tool, "SELECT unnest(range(5000)) AS i")
     assert result.data["row_count"] == 1_000 and result.data["truncated"] is True
 
 
 async def test_a_slow_query_is_interrupted(database: Path) -> None:
     tool = sql_query(database, timeout_s=0.3)
-    result = await ask(tool, "SELECT count(*) FROM range(100000000000) a, range(10) b")
+    # 4^20 rows of a cross join: no table function, and far too many to count in 0.3 s.
+    cross = ", ".join(f"orders AS o{i}" for i in range(20))
+    result = await ask(tool, f"SELECT count(*) FROM {cross}")
     assert result.kind is ResultKind.BUSINESS_FAILURE
     assert "interrupted after 0.3 s" in (result.error or "")
     again = await ask(tool, "SELECT count(*) AS n FROM orders")
@@ -363,6 +375,6 @@ def test_bad_setup_is_a_usage_error(kwargs: dict[str, Any], message: str, databa
 
 
 def test_checked_query_is_what_runs() -> None:
-    checked = check_query("select /* hidden; */ id from orders -- note")
+    checked = check_query("select /* hidden; */ id from orders -- note", catalog=SHOP)
     assert checked.sql == "SELECT id FROM orders"
     assert checked.kind == "select"

@@ -17,6 +17,7 @@ from typing import Any
 from agentbench.ci.paths import split_source
 from agentbench.evals.compare_text import as_data, pct, points
 from agentbench.evals.stats import TrialOutcome
+from agentbench.trace.redact import Redactor
 
 MAX_ANNOTATIONS = 50  # GitHub keeps at most 50 annotations of each type per job
 
@@ -31,6 +32,8 @@ def escape_property(text: str) -> str:
 
 def command(level: str, message: str, *, title: str, source: str | None, root: Path | None) -> str:
     """One workflow command line (`level` is error, warning or notice)."""
+    # Redacted before escaping: `%0A` would glue a secret to the text around it.
+    message, title = (Redactor().document(text) for text in (message, title))
     file, line = split_source(source, root)
     properties = [f"file={escape_property(file)}"] if file else []
     if file and line is not None:

@@ -5,7 +5,8 @@ One `<testsuite>` per agentbench suite and one `<testcase>` per case and trial
 case), inside one `<testsuites>`. A failed trial is a `<failure>` whose message is the first
 scorer reason and whose body lists them all; a trial that could not run is an `<error>`; a
 skipped case or an expected failure is `<skipped>`. An unexpected pass is a passing testcase
-with a note in `<system-out>`. Characters XML 1.0 cannot carry are dropped.
+with a note in `<system-out>`. Characters XML 1.0 cannot carry are dropped, and the document
+is redacted as a whole before anyone writes it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from agentbench.ci.paths import split_source
 from agentbench.evals.compare_text import drift_text
 from agentbench.evals.stats import TrialOutcome
+from agentbench.trace.redact import Redactor
 
 # Control characters (other than tab and newlines) and lone surrogates are invalid in XML 1.0.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -96,7 +98,8 @@ def junit_xml(
         element = ET.SubElement(top, "testsuite", {"name": _clean(suite), **_counts(mine)})
         element.extend(_testcase(o, root) for o in mine)
     ET.indent(top)
-    return ET.tostring(top, encoding="utf-8", xml_declaration=True)
+    document = ET.tostring(top, encoding="utf-8", xml_declaration=True).decode()
+    return Redactor().document(document).encode()
 
 
 def write_junit(

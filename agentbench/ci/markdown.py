@@ -4,7 +4,9 @@ Totals per suite, then (with a baseline) the pass-rate change with its interval 
 the gate's reasons and the changed cases by kind, then every failing case with its file, line
 and reasons. GitHub refuses a step summary over 1 MiB, so the document is kept under
 `MAX_SUMMARY_BYTES`: case lists are shortened (with a note saying how many were left out)
-until it fits, and as a last resort the text is cut at a line.
+until it fits, and as a last resort the text is cut at a line. The document is redacted
+before it is measured (outcomes are redacted when scored; a comparison may quote a store
+written by an older version).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from agentbench.evals.compare_text import (
     trials_text,
 )
 from agentbench.evals.stats import TrialOutcome
+from agentbench.trace.redact import Redactor
 
 MAX_SUMMARY_BYTES = 1_000_000  # GitHub's limit is 1 MiB (1,048,576 bytes) per step summary
 _LIST_LIMITS = (None, 500, 100, 20, 5, 0)
@@ -194,9 +197,10 @@ def markdown_summary(
             if data is not None
             else run.summary.failed + run.summary.errors > 0
         )
+    redactor = Redactor()  # before the size cuts: a cut must not leave half a secret
     text = ""
     for limit in _LIST_LIMITS:
-        text = _render(run, data, gate_failed, limit)
+        text = redactor.document(_render(run, data, gate_failed, limit))
         if len(text.encode()) <= max_bytes:
             return text
     note = "\n\n_… summary cut to stay under the step summary size limit_\n"

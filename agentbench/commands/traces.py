@@ -8,6 +8,7 @@ the store. Errors are agentbench errors, which `cli.main` maps to exit codes.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import re
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from agentbench.commands import render
 from agentbench.errors import UsageError
 from agentbench.runtime.events import StopReason
 from agentbench.trace.code_version import find_work_tree
+from agentbench.trace.doctor import diagnose
 from agentbench.trace.errors import StoreNotFoundError
 from agentbench.trace.schema import RunStatus
 from agentbench.trace.spool import spool_dir
@@ -100,7 +102,7 @@ Examples:
 """,
 )
 def traces() -> None:
-    """Recorded runs: list, show a timeline, query with SQL, export and import."""
+    """Recorded runs: list, show a timeline, query with SQL, export and import; doctor."""
 
 
 @traces.command(
@@ -277,3 +279,33 @@ def import_(db: Path | None, wait_s: float, directory: Path) -> None:
         f"imported {counts.get('runs', 0)} run(s) from {directory}: "
         + ", ".join(f"{name} {count}" for name, count in counts.items())
     )
+
+
+@traces.command(
+    "doctor",
+    epilog="""\b
+Examples:
+  agentbench traces doctor
+  agentbench traces doctor --db ci/traces.duckdb --json
+""",
+)
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per finding.")
+def doctor(db: Path | None, wait_s: float, as_json: bool) -> int:
+    """Check the store and its spool, changing nothing: a half-created or damaged file,
+    journals of running and of dead processes, quarantined journals and what the journals
+    can rebuild. Exit code 0 when healthy, 1 when it found problems."""
+    store = open_store(db, wait_s, existing=True)
+    diagnosis = diagnose(store.path, wait_s=wait_s, on_wait=store.on_wait)
+    if as_json:
+        for finding in diagnosis.findings:
+            click.echo(orjson.dumps(dataclasses.asdict(finding)).decode())
+    else:
+        for finding in diagnosis.findings:
+            click.echo(f"{'problem' if finding.problem else 'ok':<8} {finding.where}")
+            click.echo(f"         {finding.text}")
+        count = len(diagnosis.problems)
+        click.echo(
+            f"\n{count} problem(s) found" if count else "\nhealthy: nothing to fix"
+        )
+    return 1 if diagnosis.problems else 0

@@ -28,6 +28,7 @@ from agentbench.replay.cassette import RecordMode
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel
 from agentbench.trace.code_version import code_version
+from agentbench.trace.redact import RedactionRules, Redactor
 
 
 @dataclass
@@ -134,6 +135,10 @@ class Harness:
         self.store = store
         self.options = options
         self.progress = progress
+        # Scores, reasons and drifts quote the current run (its requests, tool arguments and
+        # results): they are redacted once here, with the store's rules, so every output
+        # built from a trial's outcome — results rows, JUnit, summaries, reports — is clean.
+        self.redactor = Redactor(getattr(store, "redaction", None) or RedactionRules())
         if options.record_mode is not RecordMode.NONE and not options.live:
             raise UsageError(
                 f"--record-mode {options.record_mode.value} records live model calls; add --live"
@@ -208,8 +213,9 @@ class Harness:
             "tags": list(case.tags),
             "source": source,
         }
+        redact = self.redactor
         if case.skip:
-            return TrialOutcome(**base, status="skipped", score=0.0, error=case.skip)
+            return TrialOutcome(**base, status="skipped", score=0.0, error=redact.text(case.skip))
         options = self.options
         cassette = suite.cassette_for(case)
         plan = CasePlan(
@@ -235,7 +241,7 @@ class Harness:
         try:
             outcome = await run_case(plan)
         except CaseSetupError as exc:
-            return TrialOutcome(**base, status="error", score=0.0, error=str(exc))
+            return TrialOutcome(**base, status="error", score=0.0, error=redact.text(str(exc)))
         usage = outcome.usage
         pricing = suite.model.pricing if suite.model else None
         cost = pricing.cost(usage) if pricing is not None else None
@@ -253,8 +259,10 @@ class Harness:
         )
         scorers = [spec.build(base_dir=suite.root) for spec in expectations]
         scores = await score_all(scorers, context)
-        drifts = [d.as_dict() for d in outcome.located_drifts()]
+        # Change values carry the current request text: redacted before anything keeps them.
+        drifts = redact.value([d.as_dict() for d in outcome.located_drifts()])
         drift_reason = outcome.drift_reason()
+        drift_reason = None if drift_reason is None else redact.text(drift_reason)
         if drift_reason is not None and not options.allow_drift:
             # The recording answered a different request: the code changed what it asks the
             # model, so the recorded answers may no longer be what the model would say.
@@ -279,14 +287,16 @@ class Harness:
             **base,
             status=status,
             score=value,
-            scores=[_score_row(s) for s in scores],
+            scores=redact.value([_score_row(s) for s in scores]),
             run_id=(final.runs or [final])[0].run_id if outcome.turns else None,
             duration_ms=outcome.duration_ms,
             tokens=usage.total_tokens,
             cost_usd=cost,
-            error=case.xfail if status == "xfailed" else None,
+            error=redact.text(case.xfail) if status == "xfailed" else None,
             drifts=drifts,
-            divergences=[d.as_dict() for d in outcome.divergences()[:MAX_DIVERGENCES]],
+            divergences=redact.value(
+                [d.as_dict() for d in outcome.divergences()[:MAX_DIVERGENCES]]
+            ),
             turn_runs=[(t.runs or [t])[0].run_id for t in outcome.turns]
             if len(outcome.turns) > 1
             else [],

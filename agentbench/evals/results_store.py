@@ -4,7 +4,9 @@ A result row is journaled as each trial finishes, like a finished run (see
 `agentbench.trace.spool`), so a killed eval keeps every scored trial and `--resume EVAL_ID`
 picks up where it stopped; the eval row is written when it starts and completed when it
 ends. Writes take the store's write lock like any recording, waiting while another process
-holds it.
+holds it. Every row passes the store's redaction rules on its way in, like a recorded run's:
+scores quote the run (reasons, drifted requests), and an eval's configuration and summary can
+quote whatever a suite's setup raised.
 """
 
 from __future__ import annotations
@@ -17,10 +19,16 @@ import orjson
 
 from agentbench.errors import UsageError
 from agentbench.evals.stats import TrialOutcome
+from agentbench.trace.redact import RedactionRules, Redactor
 
 
 def _json(value: Any) -> str:
     return orjson.dumps(value, default=str).decode()
+
+
+def redactor_for(store: Any) -> Redactor:
+    """The redactor of the store's rules (the defaults for a store without any)."""
+    return Redactor(getattr(store, "redaction", None) or RedactionRules())
 
 
 def eval_exists(store: Any, eval_id: str) -> bool:
@@ -70,6 +78,7 @@ def start_eval(store: Any, run: Any, suites: Sequence[Any], options: Any) -> Non
         "suites": {s.name: str(s.path) for s in suites},
     }
     models = sorted({s.model.name for s in suites if s.model and s.model.name})
+    redact = redactor_for(store)
     with store.writing() as conn:
         if conn.execute("SELECT 1 FROM evals WHERE eval_id = ?", [run.eval_id]).fetchone():
             conn.execute(
@@ -86,14 +95,16 @@ def start_eval(store: Any, run: Any, suites: Sequence[Any], options: Any) -> Non
                 run.started_at,
                 run.code_version,
                 ",".join(models) or None,
-                _json(config),
+                _json(redact.value(config)),
             ],
         )
 
 
-def result_row(eval_id: str, outcome: TrialOutcome) -> dict[str, Any]:
-    """The `results` row of one scored trial."""
-    return {
+def result_row(
+    eval_id: str, outcome: TrialOutcome, redactor: Redactor | None = None
+) -> dict[str, Any]:
+    """The `results` row of one scored trial, redacted (with the default rules unless given)."""
+    row = {
         "eval_id": eval_id,
         "suite": outcome.suite,
         "case_id": outcome.case_id,
@@ -112,6 +123,7 @@ def result_row(eval_id: str, outcome: TrialOutcome) -> dict[str, Any]:
         "recorded_at": datetime.now(UTC),
         "details": _details(outcome),
     }
+    return (redactor or Redactor()).value(row)
 
 
 def _details(outcome: TrialOutcome) -> str | None:
@@ -129,7 +141,8 @@ def _details(outcome: TrialOutcome) -> str | None:
 
 def store_outcomes(store: Any, eval_id: str, outcomes: Sequence[TrialOutcome]) -> None:
     """Keep results now: journaled beside the store at once, stored with the next batch."""
-    store.record_results([result_row(eval_id, outcome) for outcome in outcomes])
+    redactor = redactor_for(store)
+    store.record_results([result_row(eval_id, outcome, redactor) for outcome in outcomes])
 
 
 class ResultWriter:
@@ -140,9 +153,10 @@ class ResultWriter:
     def __init__(self, store: Any, eval_id: str) -> None:
         self.store = store
         self.eval_id = eval_id
+        self.redactor = redactor_for(store)
 
     def add(self, outcome: TrialOutcome) -> None:
-        store_outcomes(self.store, self.eval_id, [outcome])
+        self.store.record_results([result_row(self.eval_id, outcome, self.redactor)])
 
     def flush(self) -> None:
         self.store.flush()
@@ -151,6 +165,7 @@ class ResultWriter:
 def finish_eval(store: Any, run: Any) -> None:
     summary = run.summary.as_dict()
     summary["suite_errors"] = run.suite_errors
+    summary = redactor_for(store).value(summary)
     with store.writing() as conn:
         conn.execute(
             "UPDATE evals SET status = 'finished', finished_at = ?, summary = ? WHERE eval_id = ?",

@@ -41,6 +41,7 @@ from agentbench.runtime.completions import (
 )
 from agentbench.runtime.models import ChatResponse, TextDeltaHandler
 from agentbench.trace.redact import Redactor
+from agentbench.trace.redact_stream import redact_chunks
 from agentbench.yaml_source import (
     Position,
     SourceError,
@@ -153,11 +154,12 @@ class Cassette:
                 {
                     "status": {"code": interaction.status, "message": "OK"},
                     "headers": {"content-type": [interaction.content_type]},
-                    "body": {"string": redactor.text(interaction.response_body)},
+                    "body": {"string": _scrubbed_body(interaction, redactor)},
                 }
             )
         # Fingerprints of the requests as sent (before redaction), so replay compares the
-        # current code with exactly what was recorded, in O(1) a step.
+        # current code with exactly what was recorded, in O(1) a step. (A hash, not the
+        # bytes; where it differs, replay diffs against the redacted request, masks matching.)
         fingerprinter = Fingerprinter()
         info = {
             **self.info,
@@ -165,7 +167,7 @@ class Cassette:
             "fingerprint_version": FINGERPRINT_VERSION,
             "fingerprints": [fingerprinter(i.request) for i in self.interactions],
         }
-        metadata = redactor.value({**self.metadata, "agentbench": info})
+        metadata = redactor.value({**self.metadata, "agentbench": _keyed_steps(info, redactor)})
         text = vcr_serialize.serialize(
             {"requests": requests, "responses": responses, "metadata": metadata},
             _serializer(target),
@@ -187,6 +189,40 @@ class Cassette:
 
     def requests(self) -> Iterable[dict[str, Any]]:
         return (interaction.request for interaction in self.interactions)
+
+
+def _scrubbed_body(interaction: Interaction, redactor: Redactor) -> str:
+    """The response body as written: a stream's fragments are redacted joined (a secret split
+    over chunks matches no rule chunk by chunk), and the stream re-encoded only if that
+    masked something; a JSON body keeps its bytes except the values masked."""
+    body = interaction.response_body
+    if interaction.streamed:
+        try:
+            chunks = parse_sse(body)
+        except CompletionFormatError:
+            return redactor.text(body)
+        masked = redact_chunks(chunks, redactor)
+        if masked != chunks:
+            body = sse_text(masked)
+    return redactor.text(body)
+
+
+def _keyed_steps(info: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """A context step of the trajectory names its key in its signature, not beside its value
+    (which key rules look for): mask the value when the key is secret."""
+    steps = info.get("trajectory")
+    if not isinstance(steps, list):
+        return info
+    masked = []
+    for step in steps:
+        signature = step.get("signature") if isinstance(step, dict) else None
+        detail = step.get("detail") if isinstance(step, dict) else None
+        if isinstance(signature, list) and signature[:1] == ["context"] and len(signature) > 3:
+            key = str(signature[3])
+            if isinstance(detail, dict):
+                step = {**step, "detail": {k: redactor.keyed(key, v) for k, v in detail.items()}}
+        masked.append(step)
+    return {**info, "trajectory": masked}
 
 
 def _serializer(path: Path) -> Any:

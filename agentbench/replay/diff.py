@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from agentbench.replay.drift import Change, around_difference, request_diff
+from agentbench.replay.masked import fits
 from agentbench.replay.trajectory import Step
 
 DIVERGENCE_CLASSES = (
@@ -87,7 +88,7 @@ def _dump(value: Any) -> str:
 
 
 def _classify(old: Step, new: Step, position: int) -> Divergence | None:
-    if old.detail == new.detail:
+    if fits(old.detail, new.detail):  # equal, or differing only where the recording is masked
         return None
 
     def made(cls: str, key: str | None = None) -> Divergence:

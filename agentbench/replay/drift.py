@@ -4,7 +4,11 @@ The diff is JSON-aware and names the field — `messages[4].content`,
 `tools[1].function.parameters.required` — and aligns the `messages` list by content, so a
 message memory dropped shows as `messages[3] removed` instead of every later message looking
 changed. Volatile fields (tool-call ids, stream options, user and metadata tags) never count:
-they change between runs without the behaviour changing.
+they change between runs without the behaviour changing, and neither does a value the
+recording has masked (`masked.fits`): redaction never causes a verdict.
+
+Descriptions show values redacted *before* they are cut to a window, so a secret in the
+current request can neither be shown nor leave half of itself at the edge of a window.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
+
+from agentbench.replay.masked import fits, unmasked
+from agentbench.trace.redact import Redactor, key_words
 
 VOLATILE_TOP_LEVEL = frozenset({"stream_options", "user", "metadata", "store", "service_tier"})
 FINGERPRINT_VERSION = 2  # bump when Fingerprinter changes: stored fingerprints then go stale
@@ -32,6 +39,13 @@ class Change:
     new: Any = None
 
     def describe(self, width: int = 72) -> str:
+        redactor = Redactor()
+        if _secret_path(self.path, redactor):  # the value under a secret key: never shown
+            old, new = (redactor.keyed("secret", v) for v in (self.old, self.new))
+            return Change(self.path, self.kind, old, new)._describe(width)
+        return self._describe(width)
+
+    def _describe(self, width: int) -> str:
         if self.kind == "added":
             return f"{self.path}: added {_short(self.new, width)}"
         if self.kind == "removed":
@@ -45,14 +59,24 @@ class Change:
         return {"path": self.path, "kind": self.kind, "old": self.old, "new": self.new}
 
 
+def _secret_path(path: str, redactor: Redactor) -> bool:
+    """Does `path` (`messages[2].tool_calls[0].headers.Authorization`) end in a secret key?"""
+    last = path.rsplit(".", 1)[-1].split("[", 1)[0]
+    return bool(last and key_words(last)) and redactor.is_secret_key(last)
+
+
 def _short(value: Any, width: int) -> str:
-    text = value if isinstance(value, str) else orjson.dumps(value).decode()
-    text = repr(text) if isinstance(value, str) else text
+    redactor = Redactor()
+    text = value if isinstance(value, str) else orjson.dumps(redactor.value(value)).decode()
+    text = repr(redactor.text(text)) if isinstance(value, str) else text
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def around_difference(old: str, new: str, width: int) -> tuple[str, str]:
-    """Both strings cut to a window around where they first differ, so the change shows."""
+    """Both strings cut to a window around where they first differ, so the change shows
+    (redacted first: a window must not cut a secret in half)."""
+    redactor = Redactor()
+    old, new = redactor.text(old), redactor.text(new)
     start = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), None)
     if start is None:
         start = min(len(old), len(new))
@@ -190,7 +214,7 @@ def _diff(old: Any, new: Any, path: str, out: list[Change]) -> None:
         else:
             _diff_list(old, new, path, out)
         return
-    if old != new or type(old) is not type(new):
+    if (old != new or type(old) is not type(new)) and not fits(old, new):
         out.append(Change(path or "(request)", "changed", old, new))
 
 
@@ -207,6 +231,7 @@ def _diff_list(old: list[Any], new: list[Any], path: str, out: list[Change]) -> 
 
 def _diff_messages(old: list[Any], new: list[Any], out: list[Change]) -> None:
     """Align messages by content, so an inserted or dropped message is named as such."""
+    old = unmasked(old, new)  # a recorded message with masked secrets pairs with its own
     keys_old = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in old]
     keys_new = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in new]
     matcher = difflib.SequenceMatcher(a=keys_old, b=keys_new, autojunk=False)

@@ -4,11 +4,17 @@ Every template is rendered with autoescaping on and undefined names as errors, s
 tool text can only ever appear as text. The CSS and JS live beside the templates and are
 inlined; the Content-Security-Policy allows exactly those two by hash and nothing from
 anywhere else, so the file works offline and an injected tag could not run.
+
+A page is redacted as a whole before it is written (the store's rules for an eval's report,
+the defaults for a diff): stored rows are already redacted, but a store written by an older
+version, or a comparison quoting one, may not be. The inline CSS and JS are put in after, so
+the rules can never alter the code the CSP hashes allow.
 """
 
 from __future__ import annotations
 
 import math
+import secrets
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -23,6 +29,7 @@ from agentbench.report.comparison import comparison_view
 from agentbench.report.embed import content_security_policy
 from agentbench.report.loading import load_eval
 from agentbench.report.page import eval_context
+from agentbench.trace.redact import RedactionRules, Redactor
 
 _PACKAGE = "agentbench.report"
 
@@ -74,19 +81,23 @@ def _assets() -> tuple[str, str]:
     return css, js
 
 
-def _page(template: str, **context: Any) -> str:
+def _page(template: str, redactor: Redactor, **context: Any) -> str:
     css, js = _assets()
-    return (
+    # Stand-ins for the static code while the page is redacted: no rule matches them, and
+    # their random part means no text in the page can pose as one.
+    nonce = secrets.token_hex(8)
+    stand_ins = {f"@@css-{nonce}@@": css, f"@@js-{nonce}@@": js}
+    stand_ins[f"@@csp-{nonce}@@"] = content_security_policy([css], [js])
+    css_at, js_at, csp_at = stand_ins
+    html = (
         environment()
         .get_template(template)
-        .render(
-            css=Markup(css),
-            js=Markup(js),
-            csp=content_security_policy([css], [js]),
-            version=__version__,
-            **context,
-        )
+        .render(css=Markup(css_at), js=Markup(js_at), csp=csp_at, version=__version__, **context)
     )
+    html = redactor.document(html)
+    for stand_in, code in stand_ins.items():
+        html = html.replace(stand_in, code, 1)
+    return html
 
 
 def render_report(store: Any, eval_id: str, *, comparison: dict[str, Any] | None = None) -> str:
@@ -94,6 +105,7 @@ def render_report(store: Any, eval_id: str, *, comparison: dict[str, Any] | None
     data = load_eval(store, eval_id)
     return _page(
         "report.html.j2",
+        Redactor(getattr(store, "redaction", None) or RedactionRules()),
         comparison=comparison_view(comparison) if comparison is not None else None,
         **eval_context(data),
     )
@@ -113,7 +125,7 @@ def write_report(
 
 def render_diff_report(comparison: dict[str, Any]) -> str:
     """The HTML of a comparison alone (`agentbench diff EVAL_A EVAL_B`)."""
-    return _page("diff.html.j2", comparison=comparison_view(comparison))
+    return _page("diff.html.j2", Redactor(), comparison=comparison_view(comparison))
 
 
 def write_diff_report(

@@ -125,7 +125,11 @@ def _as_text(data: Any) -> str:
 
 
 def truncate_text(text: str, limit: int) -> tuple[str, bool]:
-    """Cut `text` to `limit` chars with a marker the model (and a reader) cannot miss."""
+    """Cut `text` to `limit` chars with a marker the model (and a reader) cannot miss.
+
+    The cut comes before any redaction (the runtime knows none), so the marker's form is a
+    contract: trace redaction recognises it and masks a fragment of a secret that ends there.
+    """
     if limit <= 0 or len(text) <= limit:
         return text, False
     cut = len(text) - limit

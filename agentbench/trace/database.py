@@ -7,11 +7,18 @@ telling the caller once that it is waiting, and turns every other failure into a
 names the file and what was expected. Within a process a lock per path serialises
 connections, because DuckDB also refuses a read-only and a read-write connection to one file
 in the same process.
+
+Waiting readers get the lock first (see `readers`): a reader that has to wait says so in the
+spool, and a writer that sees it stays out for a moment. A file that exists but is empty (its
+creator was killed before DuckDB wrote a header) is made a new store on the first write; one
+shorter than DuckDB's own block count says was cut short, and is refused as damaged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import random
 import re
 import threading
@@ -21,17 +28,30 @@ from pathlib import Path
 
 import duckdb
 
+from agentbench.trace import readers
 from agentbench.trace.errors import (
     StoreBusyError,
     StoreFormatError,
     StoreNotFoundError,
     TraceStoreError,
+    damaged,
 )
+from agentbench.trace.spool import held_elsewhere, quarantine, spool_dir
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("agentbench.trace")
 
 WaitNotice = Callable[[str], None]
 
 _FIRST_DELAY_S = 0.01
 _MAX_DELAY_S = 0.5
+# A reader that announced itself polls this often: writers let it in within one batch.
+_ANNOUNCED_POLL_S = 0.02
+_READER_WAITING = "a reader is waiting for it"
 _HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.*?) \(PID (?P<pid>\d+)\)")
 _process_locks: dict[Path, threading.Lock] = {}
 _process_locks_guard = threading.Lock()
@@ -66,7 +86,7 @@ def opened(
 
     `wait_s` bounds how long to wait for another process's lock (0: try once). Raises
     StoreBusyError when it runs out, StoreNotFoundError for a missing file opened to read,
-    StoreFormatError for a file DuckDB cannot read.
+    StoreFormatError for a file DuckDB cannot read (StoreDamagedError: one cut short).
     """
     lock = _process_lock(path)
     got = lock.acquire(timeout=wait_s) if wait_s > 0 else lock.acquire(blocking=False)
@@ -75,6 +95,7 @@ def opened(
     try:
         conn = _connect(path, write=write, wait_s=wait_s, on_wait=on_wait)
         try:
+            _check_whole(conn, path)
             conn.execute("SET TimeZone = 'UTC'")  # dates and partitions must not depend on TZ
             yield conn
         finally:
@@ -93,34 +114,150 @@ def _connect(
         )
     if write:
         path.parent.mkdir(parents=True, exist_ok=True)
+        _initialise_if_empty(path)
+    spool = spool_dir(path)
     deadline = time.monotonic() + wait_s
     delay = _FIRST_DELAY_S
     told = False
-    while True:
-        try:
-            return duckdb.connect(str(path), read_only=not write)
-        except duckdb.Error as exc:
-            if not is_lock_conflict(exc):
-                raise _open_error(path, exc) from None
-            holder = holder_of(str(exc))
+    conflict = ""
+    with contextlib.ExitStack() as waiting:
+        while True:
+            conn, conflict = _try_connect(path, write=write, spool=spool, last=conflict)
+            if conn is not None:
+                return conn
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise StoreBusyError(
-                    f"trace store {path} is busy: {holder} holds its lock"
+                    f"trace store {path} is busy: {conflict}"
                     + (f"; gave up after waiting {wait_s:g} s" if wait_s > 0 else "")
-                ) from None
-            if on_wait is not None and not told:
-                on_wait(f"trace store {path} is busy ({holder}); waiting up to {wait_s:g} s")
+                )
+            if not told:
+                if on_wait is not None:
+                    on_wait(f"trace store {path} is busy ({conflict}); waiting up to {wait_s:g} s")
+                if not write:
+                    waiting.enter_context(readers.announced(spool))
                 told = True
             time.sleep(min(delay * (0.5 + random.random()), remaining))
-            delay = min(delay * 2, _MAX_DELAY_S)
+            delay = min(delay * 2, _MAX_DELAY_S if write else _ANNOUNCED_POLL_S)
+
+
+def _try_connect(
+    path: Path, *, write: bool, spool: Path, last: str
+) -> tuple[duckdb.DuckDBPyConnection | None, str]:
+    """A connection, or None and who is in the way (a lock holder, a waiting reader).
+
+    Once DuckDB has named the holder (`last`), the lock is probed directly first: a refused
+    `duckdb.connect` costs 30-100 ms of CPU, a probe microseconds, so waiting stays cheap
+    and polling can be frequent."""
+    if write and readers.should_give_way(path, spool):
+        return None, _READER_WAITING
+    if last and last != _READER_WAITING and _lock_taken(path, write=write):
+        return None, last
+    try:
+        conn = duckdb.connect(str(path), read_only=not write)
+    except duckdb.Error as exc:
+        if not is_lock_conflict(exc):
+            raise _open_error(path, exc) from None
+        return None, f"{holder_of(str(exc))} holds its lock"
+    if write:
+        readers.wrote(path)
+    return conn, ""
+
+
+def _lock_taken(path: Path, *, write: bool) -> bool:
+    """Does another process hold the file lock DuckDB takes (a POSIX lock on the whole
+    file: shared to read, exclusive to write)? Safe only because this process holds no
+    connection to `path` meanwhile (`opened` serialises them): closing our probe drops
+    every POSIX lock this process has on the file."""
+    if fcntl is None:  # pragma: no cover - Windows
+        return False
+    try:
+        fd = os.open(path, os.O_RDWR if write else os.O_RDONLY)
+    except OSError:
+        return False  # let DuckDB say what is wrong
+    try:
+        fcntl.lockf(fd, (fcntl.LOCK_EX if write else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _initialise_if_empty(path: Path) -> None:
+    """An empty file where the store should be: its creator died before DuckDB wrote the
+    header, so nothing was ever in it. Replace it with a new store (DuckDB refuses to open
+    an empty file), under a lock in the spool so two processes do not race to do it, and
+    never while some process still holds the file open through DuckDB."""
+    try:
+        if path.stat().st_size != 0:
+            return
+    except FileNotFoundError:
+        return
+    spool = spool_dir(path)
+    try:
+        spool.mkdir(parents=True, exist_ok=True)
+        guard = (spool / ".init.lock").open("a")
+    except OSError as exc:
+        raise TraceStoreError(
+            f"{path} is an empty file (a store whose creation was cut short) and it cannot be "
+            f"initialised: {exc}; delete it, or point --db / AGENTBENCH_DB elsewhere"
+        ) from None
+    with guard:
+        if fcntl is not None:
+            fcntl.flock(guard.fileno(), fcntl.LOCK_EX)  # released when `guard` closes
+        try:
+            if path.stat().st_size != 0 or held_elsewhere(path):
+                return  # someone else made it a store meanwhile, or is making it one
+        except FileNotFoundError:
+            return
+        wal = path.with_name(path.name + ".wal")
+        if wal.exists():
+            quarantine(
+                wal,
+                f"the write-ahead log of {path.name}, found beside an empty store file (its "
+                "creation was cut short); moved aside so a new store could be made there",
+                spool,
+            )
+        path.unlink()
+        duckdb.connect(str(path)).close()
+        log.warning("%s was an empty file (never initialised); made it a new trace store", path)
+
+
+def _check_whole(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a file shorter than the blocks DuckDB says it holds: it was cut short, and
+    reading it would fail half-way through a query with an engine error."""
+    cursor = conn.execute("PRAGMA database_size")
+    names = [d[0] for d in cursor.description or ()]
+    row = dict(zip(names, cursor.fetchone() or (), strict=False))
+    # Used blocks, not total: DuckDB trims free blocks off the end of the file.
+    needed = int(row.get("block_size") or 0) * int(row.get("used_blocks") or 0)
+    size = path.stat().st_size
+    if size < needed:
+        raise damaged(
+            path,
+            f"the file is {size:,} bytes but its header says it holds {needed:,} bytes of "
+            "data in use: it was cut short (truncated)",
+        )
 
 
 def _open_error(path: Path, exc: BaseException) -> TraceStoreError:
     text = str(exc)
     if "Permission denied" in text:
         return TraceStoreError(f"cannot open trace store {path}: permission denied")
+    if _is_duckdb_file(path) and "version" not in text.lower():  # not a DuckDB upgrade
+        return damaged(path, f"DuckDB cannot open it ({text.removeprefix('IO Error: ')})")
     return StoreFormatError(
         f"{path} is not a readable DuckDB database ({text.removeprefix('IO Error: ')}); "
         "expected an agentbench trace store"
     )
+
+
+def _is_duckdb_file(path: Path) -> bool:
+    """Does the file start like a DuckDB database ("DUCK" at byte 8)? Then it is damaged,
+    not foreign."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(12)[8:12] == b"DUCK"
+    except OSError:
+        return False

@@ -19,6 +19,25 @@ class StoreFormatError(TraceStoreError):
     """The file is not an agentbench trace store (corrupt, foreign, or from a newer version)."""
 
 
+class StoreDamagedError(StoreFormatError):
+    """An agentbench trace store with part of it gone: cut short, or a table missing."""
+
+
+def damaged(path: Path, what: str) -> StoreDamagedError:
+    """The one message for a damaged store: what is wrong with which file, and what to do."""
+    return StoreDamagedError(
+        f"trace store {path} is damaged: {what}. Move it aside (mv {path} {path}.damaged, "
+        f"and {path.name}.wal beside it if there is one); the next run makes a new store "
+        f"there and stores what the journals in {path.name}.spool/ still hold. "
+        f"`agentbench traces doctor --db {path}` lists what they can rebuild; older runs come "
+        "back from a backup or a Parquet export (`agentbench traces import DIR`)"
+    )
+
+
+class JournalError(TraceStoreError):
+    """The spool folder beside a store cannot hold this process's journal."""
+
+
 class StoreNotFoundError(TraceStoreError, UsageError):
     """Nothing has been recorded at this path yet (CLI exit code 2).
 

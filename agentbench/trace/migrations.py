@@ -8,13 +8,14 @@ is unknown to this version was written by a newer agentbench and is refused.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
 from agentbench._version import __version__
-from agentbench.trace.errors import StoreFormatError
+from agentbench.trace.errors import StoreFormatError, damaged
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 LATEST = MIGRATIONS[-1].id
 MARKER_TABLE = "schema_migrations"
+_CREATED = re.compile(r"CREATE TABLE (\w+)")
 
 
 def applied(conn: duckdb.DuckDBPyConnection) -> int:
@@ -187,13 +189,32 @@ def applied(conn: duckdb.DuckDBPyConnection) -> int:
     return int(row[0]) if row else 0
 
 
+def tables_of(version: int) -> set[str]:
+    """The tables a store at migration `version` has (read from the migrations' SQL)."""
+    made = {MARKER_TABLE} if version > 0 else set()
+    for migration in MIGRATIONS[:version]:
+        made.update(_CREATED.findall(migration.sql))
+    return made
+
+
 def check(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
-    """The applied migration number, or StoreFormatError for foreign and newer stores."""
+    """The applied migration number, or StoreFormatError for foreign and newer stores and
+    StoreDamagedError for one of ours with a table gone."""
     version = applied(conn)
+    tables = sorted(
+        r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+    )
+    if version < 0 and {"store_meta", "runs"} <= set(tables):
+        raise damaged(path, f"its {MARKER_TABLE} table is missing (it has {', '.join(tables)})")
+    if 0 <= version <= LATEST:
+        missing = sorted(tables_of(version) - set(tables))
+        if missing:
+            raise damaged(
+                path,
+                f"table(s) {', '.join(missing)} are missing (schema {version} has "
+                f"{', '.join(sorted(tables_of(version)))})",
+            )
     if version < 0:
-        tables = sorted(
-            r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()
-        )
         raise StoreFormatError(
             f"{path} is a DuckDB database but not an agentbench trace store: it has no "
             f"{MARKER_TABLE} table (tables found: {', '.join(tables[:8])}); "

@@ -11,6 +11,10 @@ tool_started + tool_finished, and tool_call_rejected → `tool_calls`; context_c
 `context_diffs`; text deltas of one model call are coalesced into one `text_delta` row of
 `events`; every other kind (memory_decision, handoff, guard_triggered, and kinds added
 later) → `events`, with the event's own fields as a JSON payload.
+
+Redaction sees whole values before anything is cut here (request diffs keep a prefix and a
+suffix of redacted text); what the runtime cut before us is handled by the redactor's rule for
+fragments at a truncation marker, and a streamed answer's chunks are redacted joined.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from agentbench.runtime.completions import STREAM_OBJECT
 from agentbench.trace import _json
 from agentbench.trace.code_version import code_version as current_code_version
 from agentbench.trace.redact import Redactor
+from agentbench.trace.redact_stream import redact_chunks
 from agentbench.trace.request_diff import RequestChain, encode_request
 from agentbench.trace.schema import RunRows, RunStatus, status_of
 
@@ -208,7 +214,7 @@ class TraceRecorder:
         response = event.response
         row.update(
             model=response.model or row["model"],
-            response=self._json(response),
+            response=self._response_json(response),
             finish_reason=response.finish_reason,
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
@@ -335,3 +341,12 @@ class TraceRecorder:
     def _json(self, value: Any) -> str:
         """Every JSON column is written through here: redaction cannot be skipped."""
         return _json.dumps(self.redactor.value(value))
+
+    def _response_json(self, response: Any) -> str:
+        """A model response; a streamed one keeps its chunks, whose fragments are redacted
+        joined (a secret split over chunks matches no rule fragment by fragment)."""
+        data = _json.plain(response)
+        raw = data.get("raw") if isinstance(data, dict) else None
+        if isinstance(raw, dict) and raw.get("object") == STREAM_OBJECT:
+            data["raw"] = {**raw, "chunks": redact_chunks(raw.get("chunks") or [], self.redactor)}
+        return self._json(data)

@@ -3,10 +3,12 @@
 A finished run is appended to the journal (durable at once) and queued; a background thread
 stores queued runs in DuckDB whenever it can take the write lock, retrying with jittered
 backoff while another process holds it, and taking whatever else queued meanwhile with it
-(group commit). The connection is closed after every batch, so other processes — writers and
-`agentbench traces` readers — get their turn. At exit the queue is flushed (bounded wait); if
-the store stays busy the journal is left behind and the next process to open the store
-ingests it, so nothing is lost either way.
+(group commit) up to a bound. The connection is closed after every batch, so other processes
+— writers and `agentbench traces` readers, which writers let in first (see `readers`) — get
+their turn. At exit the queue is flushed (bounded wait); if the store stays busy the journal
+is left behind and the next process to open the store ingests it, so nothing is lost either
+way. A journal is deleted (or rotated) only once every run in it is committed; runs taken for
+a batch that failed go back to the queue.
 """
 
 from __future__ import annotations
@@ -16,22 +18,32 @@ import logging
 import os
 import random
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import duckdb
+import pyarrow as pa
 
 from agentbench.trace.database import WaitNotice, opened
 from agentbench.trace.errors import StoreBusyError
 from agentbench.trace.ingest import insert_rows
 from agentbench.trace.migrations import migrate
 from agentbench.trace.schema import RunRows
-from agentbench.trace.spool import Journal, recover, spool_dir
+from agentbench.trace.spool import Journal, Recovered, recover, spool_dir
 
 log = logging.getLogger("agentbench.trace")
 
 _FIRST_RETRY_S = 0.02
 _MAX_RETRY_S = 1.0
 _ROTATE_BYTES = 4 << 20
+# Bounds on one batch, so the write lock is held for a short, bounded time: queued parts
+# (a part is one run, or one eval's results) and bytes of dead journals.
+MAX_BATCH_PARTS = 200
+MAX_DEAD_BYTES = 8 << 20
+# Errors that mean "DuckDB refuses these rows" (the rows' fault, not the store's or disk's).
+_REFUSED_ROWS = (duckdb.IntegrityError, duckdb.DataError, pa.ArrowException, ValueError, TypeError)
 
 
 def store_batch(
@@ -42,37 +54,82 @@ def store_batch(
     own: set[Path],
     wait_s: float,
     on_wait: WaitNotice | None = None,
-) -> None:
+    committed: Callable[[], None] = lambda: None,
+) -> bool:
     """Open the store for writing, migrate it, and store `take()` plus dead journals.
 
     The batch is taken only once the write lock is held, so whoever holds the lock sees
-    every run queued before it; on failure the batch is given back for the next attempt.
+    every run queued before it; on any failure it is given back for the next attempt, and
+    `committed` is called only once its rows are in. Returns whether dead journals were
+    left for another batch.
     """
-    with opened(db_path, write=True, wait_s=wait_s, on_wait=on_wait) as conn:
-        migrate(conn, db_path)
-        batch = take()
-        dead = recover(spool_dir(db_path), own)
-        rows = RunRows()
-        for part in batch:
-            rows.extend(part)
-        for journal in dead:
-            rows.extend(journal.rows)
-        try:
-            if not rows.is_empty():
-                insert_rows(conn, rows)
-        except BaseException:
-            give_back(batch)
+    dead: list[Recovered] = []
+    more = stored = False
+    try:
+        with opened(db_path, write=True, wait_s=wait_s, on_wait=on_wait) as conn:
+            migrate(conn, db_path)
+            batch = take()
+            try:
+                recovery = recover(spool_dir(db_path), own, max_bytes=MAX_DEAD_BYTES)
+                dead, more = recovery.journals, recovery.more
+                dead = _insert_each(conn, batch, dead)
+            except BaseException:
+                give_back(batch)
+                for journal in dead:
+                    journal.release()
+                raise
+            stored = True
+    finally:
+        # Committed rows stay committed even if closing the connection fails afterwards.
+        if stored:
+            committed()
             for journal in dead:
-                journal.release()
+                log.info(
+                    "stored %d finished and %d incomplete runs from %s (its process is gone)",
+                    journal.finished,
+                    journal.incomplete,
+                    journal.path.name,
+                )
+                journal.discard()
+    return more
+
+
+def _insert_each(
+    conn: duckdb.DuckDBPyConnection, batch: list[RunRows], dead: list[Recovered]
+) -> list[Recovered]:
+    """Insert our batch and the dead journals' rows, in one transaction when all goes well.
+
+    If DuckDB refuses some rows, each part is stored on its own: our batch (its error is
+    raised if it is ours), then each journal, and one whose rows are refused is quarantined
+    — one bad journal never costs anyone else's runs. Returns the journals stored.
+    """
+    ours = RunRows()
+    for part in batch:
+        ours.extend(part)
+    rows = RunRows()
+    rows.extend(ours)
+    for journal in dead:
+        rows.extend(journal.rows)
+    if rows.is_empty():
+        return dead
+    try:
+        insert_rows(conn, rows)
+        return dead
+    except _REFUSED_ROWS:
+        if not dead:
             raise
-        for journal in dead:
-            log.info(
-                "stored %d finished and %d incomplete runs from %s (its process is gone)",
-                journal.finished,
-                journal.incomplete,
-                journal.path.name,
-            )
-            journal.discard()
+    if not ours.is_empty():
+        insert_rows(conn, ours)
+    stored = []
+    for journal in dead:
+        try:
+            if not journal.rows.is_empty():
+                insert_rows(conn, journal.rows)
+        except _REFUSED_ROWS as exc:
+            journal.quarantine(f"the store refused its rows: {' '.join(str(exc).split())[:500]}")
+        else:
+            stored.append(journal)
+    return stored
 
 
 class Recording:
@@ -91,6 +148,8 @@ class Recording:
         self.journal = Journal(spool_dir(self.db_path), fsync=self.fsync)
         self.open_runs: dict[str, dict[str, Any]] = {}
         self.pending: list[RunRows] = []
+        self.in_flight: list[RunRows] = []  # taken for a batch, not yet committed
+        self.more_dead = False  # dead journals left over by the last batch
         self.thread: threading.Thread | None = None
         self.closing = False
         self._last_error = ""
@@ -129,34 +188,44 @@ class Recording:
 
     def has_pending(self) -> bool:
         with self.lock:
-            return bool(self.pending)
+            return bool(self.pending or self.more_dead)
 
     def ingest(self, wait_s: float, on_wait: WaitNotice | None = None) -> None:
-        """Store what is queued (and any dead process's journal); StoreBusyError if we can't."""
+        """Store one bounded batch of what is queued (and dead processes' journals);
+        StoreBusyError if we can't."""
         self._check_fork()
-        store_batch(
+        more = store_batch(
             self.db_path,
             take=self._take,
             give_back=self._give_back,
             own=self.own_journals(),
             wait_s=wait_s,
             on_wait=on_wait,
+            committed=self._committed,
         )
         with self.lock:
+            self.more_dead = more
             self._maybe_rotate()
 
     def _take(self) -> list[RunRows]:
         with self.lock:
-            batch, self.pending = self.pending, []
+            batch = self.pending[:MAX_BATCH_PARTS]
+            del self.pending[:MAX_BATCH_PARTS]
+            self.in_flight = batch
         return batch
 
     def _give_back(self, batch: list[RunRows]) -> None:
         with self.lock:
             self.pending[:0] = batch
+            self.in_flight = []
+
+    def _committed(self) -> None:
+        with self.lock:
+            self.in_flight = []
 
     def _maybe_rotate(self) -> None:
         """Keep the journal small: once its finished runs are stored, only open runs matter."""
-        if self.pending or self.journal.size == 0:
+        if self.pending or self.in_flight or self.journal.size == 0:
             return
         if self.open_runs and self.journal.size < _ROTATE_BYTES:
             return
@@ -166,7 +235,7 @@ class Recording:
         delay = _FIRST_RETRY_S
         while True:
             with self.lock:
-                while not self.pending and not self.closing:
+                while not self.pending and not self.more_dead and not self.closing:
                     self.wake.wait()
                 if self.closing:
                     return
@@ -187,9 +256,11 @@ class Recording:
             delay = min(delay * 2, _MAX_RETRY_S)
 
     def flush(self, wait_s: float, on_wait: WaitNotice | None = None) -> None:
-        """Store everything queued now, waiting up to `wait_s` for the lock."""
-        if self.has_pending():
-            self.ingest(wait_s, on_wait)
+        """Store everything queued now, batch by batch (waiting readers get their turn in
+        between), waiting up to `wait_s` in all for the lock."""
+        deadline = time.monotonic() + wait_s
+        while self.has_pending():
+            self.ingest(max(0.0, deadline - time.monotonic()), on_wait)
 
     def close(self) -> None:
         """Stop the thread, store what is queued, and remove the journal if nothing is open."""
@@ -206,12 +277,14 @@ class Recording:
             log.warning(
                 "%d run(s) stay in the spool of %s (%s); they are stored the next time a "
                 "process opens the store",
-                len(self.pending),
+                len(self.pending) + len(self.in_flight),
                 self.db_path,
                 exc,
             )
         with self.lock:
-            keep_journal = bool(self.pending or self.open_runs)
+            # Only what is committed may go: a run taken for a batch that never committed
+            # (whatever went wrong) keeps the journal, and the next process stores it.
+            keep_journal = bool(self.pending or self.in_flight or self.open_runs)
             self.journal.close(delete=not keep_journal)
             self.thread = None
             self.closing = False

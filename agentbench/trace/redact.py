@@ -12,15 +12,29 @@ Three kinds of rule, applied to nested values of any depth:
   rule above (`OPENAI_API_KEY`, `DB_PASSWORD`…) are masked wherever they appear verbatim.
 
 Strings that hold JSON (tool-call arguments, tool observations) are parsed and redacted by
-key too, and re-encoded only when something was masked; in other text, `"key": "value"` and
-`key=value` pairs with a secret key have their value masked (a tool call echoed into the
-system prompt, a URL's query string).
+key too; only when something was masked is the text rewritten, and then only the masked values:
+separators, spacing and key order stay byte for byte, so a recording still reads as what was
+sent. In other text, `"key": "value"` and `key=value` pairs with a secret key have their value
+masked (a tool call echoed into the system prompt, a URL's query string).
+
+Text cut before it got here (a tool result the runtime truncated, a summary's head, a window
+around a change) may end in half a secret that no rule matches whole. So at a cut — the
+runtime's `…[truncated N of M chars]` marker or a bare `…` — the fragment next to it is masked
+when it could be part of a secret: a piece of a known secret value, a token that starts like
+one of the patterns (`sk-…`, after `Bearer `), or a run of letters and digits that looks like
+a key. Redaction is idempotent, so every writer can apply it again at its own boundary.
+
+Logs pass the same rules: agentbench's loggers carry a filter that masks each record's message
+and traceback before any handler writes them.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import re
+import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,14 +84,28 @@ _CACHED_TEXT_CHARS = 4_096
 _TEXT_CACHE_ENTRIES = 4_096
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")
-# Cheap gate before looking for keys inside a string: does it mention a secret-ish key at all?
-_KEY_HINTS = ("pass", "secret", "token", "key", "auth", "cookie", "credential")
 # Key/value pairs inside free text, e.g. a tool call echoed into the system prompt as
 # `login({"password": "…"})` (quotes possibly backslash-escaped), or `?api_key=…` in a URL.
 _EMBEDDED = (
     re.compile(r'"(?P<key>[A-Za-z0-9_.\-]{1,64})\\?"\s*:\s*\\?"(?P<value>[^"\\]+)'),
     re.compile(r"\b(?P<key>[A-Za-z0-9_.\-]{1,64})=(?P<value>[^\s&\"',;)\]}]+)"),
 )
+_KEY_CHARS = string.ascii_letters + string.digits + "_.-"  # what `key` above is made of
+# Where text was cut before it reached the redactor: the runtime's truncation marker (also as
+# it looks inside JSON text), or a bare ellipsis after a head or before a tail.
+_ELLIPSES = ("…", "\\u2026")
+_MARKER_REST = re.compile(r"\[truncated [\d,]+ of [\d,]+ chars\]")  # after the ellipsis
+_TOKEN_CHARS = r"[A-Za-z0-9_\-.+/=~]"
+_TAIL_TOKEN = re.compile(_TOKEN_CHARS + r"+\Z")
+_HEAD_TOKEN = re.compile(r"\A" + _TOKEN_CHARS + "+")
+_AUTH_BEFORE = re.compile(r"\b(?:[Bb]earer|Basic)\s+\Z")
+# The start of a default pattern's match, running to the cut: (part of) a secret.
+_PARTIAL_SECRET = re.compile(r"\b(?:sk-|gh[pousr]_|xox[abprs]-|AKIA|eyJ)" + _TOKEN_CHARS + r"*\Z")
+_NAMED_VALUE_FIELDS = ("value", "old", "new")
+_MIN_PARTIAL = 4  # a piece of a known secret this long next to a cut is masked
+_MIN_TOKEN_LIKE = 8
+# One JSON scalar (string, number, literal), in document order: what a rewrite replaces.
+_JSON_SCALAR = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null')
 
 
 def key_words(key: str) -> tuple[str, ...]:
@@ -120,14 +148,21 @@ class Redactor:
 
     def __post_init__(self) -> None:
         self._key_rules = {key_words(k) for k in self.rules.keys if key_words(k)}
+        # A secret key ends with a rule's words, so its text holds the rule's last word: where
+        # none occurs (most strings, most of a large document), no key can be secret.
+        self._hints = tuple(sorted({words[-1] for words in self._key_rules}))
+        self._hint_pattern = re.compile(
+            "|".join(map(re.escape, self._hints)) or r"(?!)", re.IGNORECASE
+        )
         self._key_cache: dict[str, bool] = {}
         values = set(self.rules.secret_values)
         if self.rules.mask_environment:
             env = os.environ if self.environ is None else self.environ
             values.update(v for k, v in env.items() if self.is_secret_key(k))
         literal = sorted((v for v in values if len(v) >= _MIN_ENV_SECRET_CHARS), key=len)
+        self._literals = tuple(reversed(literal))  # longest first
         self._secrets = _one_pattern(
-            [re.escape(v) for v in reversed(literal)], list(self.rules.patterns)
+            [re.escape(v) for v in self._literals], list(self.rules.patterns)
         )
         triggers = [_DEFAULT_TRIGGERS.get(p) for p in self.rules.patterns]
         known = (*literal, *(t for group in triggers if group for t in group))
@@ -176,6 +211,13 @@ class Redactor:
                 redacted[key] = item
             else:
                 redacted[key] = self.value(item)
+        named = value.get("key", value.get("name"))
+        if type(named) is str and self.is_secret_key(named):
+            # A named value — a context change `{key, old, new}`, a header `{name, value}`:
+            # the name is the secret key, its values are the secrets.
+            for field_name in _NAMED_VALUE_FIELDS:
+                if field_name in redacted:
+                    redacted[field_name] = self._masked(value[field_name])
         return redacted
 
     def keyed(self, key: str, value: Any) -> Any:
@@ -195,22 +237,87 @@ class Redactor:
                 self._texts[text] = done
         return done
 
-    def _text(self, text: str) -> str:
-        if self._triggers is None or self._triggers.search(text):
-            text = self._secrets.sub(self._replace, text)
-        lowered = text.lower()
-        for hint in _KEY_HINTS:
-            if hint in lowered:
-                break
-        else:
+    def document(self, text: str) -> str:
+        """Mask secrets in a whole rendered file (HTML, XML, Markdown, a log line): patterns,
+        known values, `key: value` pairs and cut fragments, without parsing it as JSON."""
+        return self._text(text, parse_json=False)
+
+    def _text(self, text: str, *, parse_json: bool = True) -> str:
+        text = self._mask_secrets(text)
+        cut = any(mark in text for mark in _ELLIPSES)
+        if not cut and not any(hint in text.lower() for hint in self._hints):
             return text
-        if text.lstrip()[:1] in ("{", "["):
+        if parse_json and text.lstrip()[:1] in ("{", "["):
             parsed = self._json_text(text)
             if parsed is not None:
                 return parsed
-        for embedded in _EMBEDDED:
-            text = embedded.sub(self._embedded, text)
-        return text
+        return self._cut_text(text) if cut else self._embedded_pairs(text)
+
+    def _embedded_pairs(self, text: str) -> str:
+        """Mask the values of `"key": "value"` and `key=value` pairs whose key is secret. Only
+        pairs around a hint are tried: a large document has many pairs, and few hints."""
+        mask = self.rules.mask
+        spans: list[tuple[int, int]] = []
+        done = 0
+        for hint_start, hint_end in self._hint_spans(text):
+            if hint_start < done:
+                continue
+            before = text[max(0, hint_start - 63) : hint_start]
+            key_start = hint_start - (len(before) - len(before.rstrip(_KEY_CHARS)))
+            for pattern, at in ((_EMBEDDED[0], key_start - 1), (_EMBEDDED[1], key_start)):
+                found = pattern.match(text, at) if at >= 0 else None
+                if (
+                    found is not None
+                    and found.end("key") >= hint_end
+                    and found.group("value") != mask
+                    and self.is_secret_key(found.group("key"))
+                ):
+                    spans.append(found.span("value"))
+                    done = found.end()
+                    break
+        if not spans:
+            return text
+        out: list[str] = []
+        last = 0
+        for start, end in spans:
+            out += (text[last:start], mask)
+            last = end
+        out.append(text[last:])
+        return "".join(out)
+
+    def _hint_spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the hints occur, in order (`str.find` over lowered text: a regex alternation
+        with IGNORECASE is ~10x slower over a large document)."""
+        lowered = text.lower()
+        if len(lowered) != len(text):  # lowering changed lengths (rare letters): positions differ
+            return [m.span() for m in self._hint_pattern.finditer(text)]
+        spans = []
+        for hint in self._hints:
+            at = lowered.find(hint)
+            while at >= 0:
+                spans.append((at, at + len(hint)))
+                at = lowered.find(hint, at + 1)
+        return sorted(spans)
+
+    def _mask_secrets(self, text: str) -> str:
+        """Mask pattern matches and known secret values. Every match contains a trigger and
+        starts at it (or one character before: `Bearer` is found by `earer`), so the combined
+        regex is tried only there, not at every position of the text."""
+        if self._triggers is None:
+            return self._secrets.sub(self._replace, text)
+        out: list[str] = []
+        done = 0
+        for trigger in self._triggers.finditer(text):
+            for at in (trigger.start() - 1, trigger.start()):
+                found = self._secrets.match(text, at) if at >= done else None
+                if found is not None and found.end() > found.start():
+                    out += (text[done : found.start()], self._replace(found))
+                    done = found.end()
+                    break
+        if not out:
+            return text
+        out.append(text[done:])
+        return "".join(out)
 
     def _json_text(self, text: str) -> str | None:
         """A string holding JSON, redacted by key; None if it is not JSON after all."""
@@ -221,15 +328,53 @@ class Redactor:
         redacted = self.value(parsed)
         if redacted == parsed:
             return text  # nothing masked: keep the exact original text
-        return orjson.dumps(redacted).decode()
+        return _rewritten(text, parsed, redacted)
 
-    def _embedded(self, match: re.Match[str]) -> str:
-        if not self.is_secret_key(match.group("key")) or match.group("value") == self.rules.mask:
-            return match.group(0)
-        start, end = match.span("value")
-        offset = match.start()
-        whole = match.group(0)
-        return whole[: start - offset] + self.rules.mask + whole[end - offset :]
+    # -- text that was cut before it got here ----------------------------------------------
+    def _cut_text(self, text: str) -> str:
+        """Each piece between cuts redacted on its own (a `"key": "value` pair ends at the
+        cut, the marker itself stays), then the fragments touching a cut."""
+        pieces = _cut_pieces(text)
+        out: list[str] = []
+        for index in range(0, len(pieces), 2):
+            piece = self._embedded_pairs(pieces[index])
+            if index > 0 and pieces[index - 1] in _ELLIPSES:  # a tail: `…` + the rest
+                piece = self._cut_head(piece)
+            if index + 1 < len(pieces):
+                piece = self._cut_tail(piece)
+                out.extend((piece, pieces[index + 1]))
+            else:
+                out.append(piece)
+        return "".join(out)
+
+    def _cut_tail(self, piece: str) -> str:
+        """`piece` ends where the text was cut: mask a secret's first part there."""
+        mask = self.rules.mask
+        for secret in self._literals:
+            for length in range(min(len(secret) - 1, len(piece)), _MIN_PARTIAL - 1, -1):
+                if piece.endswith(secret[:length]):
+                    return piece[:-length] + mask
+        partial = _PARTIAL_SECRET.search(piece)
+        if partial is not None:
+            return piece[: partial.start()] + mask
+        token = _TAIL_TOKEN.search(piece)
+        if token is not None and (
+            _AUTH_BEFORE.search(piece, 0, token.start()) is not None or _token_like(token.group())
+        ):
+            return piece[: token.start()] + mask
+        return piece
+
+    def _cut_head(self, piece: str) -> str:
+        """`piece` starts where the text was cut: mask a secret's last part there."""
+        mask = self.rules.mask
+        for secret in self._literals:
+            for length in range(min(len(secret) - 1, len(piece)), _MIN_PARTIAL - 1, -1):
+                if piece.startswith(secret[-length:]):
+                    return mask + piece[length:]
+        token = _HEAD_TOKEN.match(piece)
+        if token is not None and _token_like(token.group()):
+            return mask + piece[token.end() :]
+        return piece
 
     def _masked(self, value: Any) -> Any:
         """The value under a secret key: scalars are masked; a dict is still searched by key,
@@ -252,6 +397,86 @@ class Redactor:
         return self.rules.mask
 
 
+def _cut_pieces(text: str) -> list[str]:
+    """`text` split at its cuts, the cuts kept: piece, mark, piece, mark, …, piece. A mark is
+    the runtime's `\\n…[truncated N of M chars]` (the newline possibly escaped, the ellipsis
+    possibly `\\u2026`) or a bare ellipsis. (Found with `str.find`: a regex split scans every
+    position of a large document, ~10x slower.)"""
+    found = sorted(at for mark in _ELLIPSES for at in _positions(text, mark))
+    pieces: list[str] = []
+    last = 0
+    for at in found:
+        if at < last:
+            continue
+        start, end = at, at + (1 if text.startswith("…", at) else len("\\u2026"))
+        rest = _MARKER_REST.match(text, end)
+        newline = next(
+            (n for n in ("\n", "\\n") if at >= len(n) and text.startswith(n, at - len(n))), None
+        )
+        if rest is not None and newline is not None and at - len(newline) >= last:
+            start, end = at - len(newline), rest.end()
+        pieces += (text[last:start], text[start:end])
+        last = end
+    pieces.append(text[last:])
+    return pieces
+
+
+def _positions(text: str, part: str) -> Iterable[int]:
+    at = text.find(part)
+    while at >= 0:
+        yield at
+        at = text.find(part, at + 1)
+
+
+def _token_like(fragment: str) -> bool:
+    """A run of letters and digits long enough to be (part of) a key or token."""
+    return (
+        len(fragment) >= _MIN_TOKEN_LIKE
+        and any(c.isdigit() for c in fragment)
+        and any(c.isalpha() for c in fragment)
+    )
+
+
+def _rewritten(text: str, original: Any, redacted: Any) -> str:
+    """`text` (the JSON `original` was parsed from) with only the values redaction changed
+    rewritten: separators, spacing, key order and escapes stay byte for byte, so a masked tool
+    call still reads as the model wrote it (`{"user": "ada", "password": "[REDACTED]"}`)."""
+    try:
+        pairs = list(_scalar_pairs(original, redacted))
+    except (KeyError, ValueError, TypeError):  # not the same shape: nothing to keep
+        return orjson.dumps(redacted).decode()
+    tokens = list(_JSON_SCALAR.finditer(text))
+    if len(tokens) != len(pairs):  # duplicate keys, say: the parse lost a value
+        return orjson.dumps(redacted).decode()
+    out: list[str] = []
+    last = 0
+    for token, (before, after) in zip(tokens, pairs, strict=True):
+        if type(before) is type(after) and before == after:
+            continue
+        out += (text[last : token.start()], _encoded(after, ascii_only=token.group().isascii()))
+        last = token.end()
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _scalar_pairs(original: Any, redacted: Any) -> Iterable[tuple[Any, Any]]:
+    """(original, redacted) of every scalar, keys included, in document order (redaction
+    keeps the shape: it only replaces scalars)."""
+    if isinstance(original, dict):
+        for key, value in original.items():
+            yield key, key
+            yield from _scalar_pairs(value, redacted[key])
+    elif isinstance(original, list):
+        for before, after in zip(original, redacted, strict=True):
+            yield from _scalar_pairs(before, after)
+    else:
+        yield original, redacted
+
+
+def _encoded(value: Any, *, ascii_only: bool) -> str:
+    return json.dumps(value, ensure_ascii=ascii_only)
+
+
 def _one_pattern(literals: list[str], patterns: list[str]) -> re.Pattern[str]:
     """Every secret value and pattern as one alternation: one pass over each string.
 
@@ -262,3 +487,39 @@ def _one_pattern(literals: list[str], patterns: list[str]) -> re.Pattern[str]:
         re.compile(pattern)  # a bad extra regex fails here, naming itself
         parts.append(f"(?P<p{index}>{pattern.replace('(?P<secret>', f'(?P<sp{index}>')})")
     return re.compile("|".join(parts)) if parts else re.compile(r"(?!)")
+
+
+class RedactingLogFilter(logging.Filter):
+    """Masks secrets in a log record — its message and its traceback — before any handler
+    writes it: an exception from a tool or a provider can quote a key."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        redactor = Redactor()  # per record: the environment may have changed; logs are rare
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is logging's to report, not ours
+            return True
+        clean = redactor.document(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            # Formatters print `exc_text` when it is set, so the traceback is masked too.
+            trace = logging.Formatter().formatException(record.exc_info)
+            record.exc_text = redactor.document(trace)
+        return True
+
+
+# A logger's filters see only records logged on that logger itself, so each of agentbench's
+# named loggers gets one (the runtime's too: it logs provider errors, yet must not import us).
+LOGGERS = ("agentbench", "agentbench.trace", "agentbench.model", "agentbench.events")
+
+
+def redact_logs() -> None:
+    """Put the redacting filter on agentbench's loggers (idempotent)."""
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactingLogFilter) for f in logger.filters):
+            logger.addFilter(RedactingLogFilter())
+
+
+redact_logs()  # on import: whatever records or replays anything imports this module

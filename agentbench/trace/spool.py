@@ -10,22 +10,31 @@ when the process dies, however it dies. So any process that can lock a journal k
 owner is gone and may ingest it: finished runs are stored, runs that only started are stored
 as `incomplete`, and the file is deleted. Ingesting twice is harmless: a run already stored
 is skipped by id. (On platforms without `fcntl`, foreign journals are never recovered.)
+
+Each dead journal is recovered on its own: one that cannot be read (another user's, a folder
+or a fifo under a journal's name) or has lines that do not parse (see `journal_reader`) goes
+to the quarantine (see `quarantine`) after its good lines are stored, and never stops the
+others from being stored.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import secrets
 import socket
-from dataclasses import dataclass
-from datetime import datetime
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from agentbench.trace.schema import TIMESTAMP_COLUMNS, RunRows
+from agentbench.trace.errors import JournalError
+from agentbench.trace.journal_reader import ParsedJournal, parse_journal
+from agentbench.trace.quarantine import quarantine
+from agentbench.trace.schema import RunRows
 
 try:
     import fcntl
@@ -97,10 +106,20 @@ class Journal:
         self._fd = None
 
     def _create(self) -> tuple[int, Path]:
-        self.directory.mkdir(parents=True, exist_ok=True)
         name = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         temp = self.directory / f"{_TEMP_PREFIX}{name}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            if isinstance(exc, FileExistsError | NotADirectoryError):
+                reason = "it exists and is not a folder"
+            raise JournalError(
+                f"cannot keep a journal in {self.directory} ({reason}): runs are "
+                "journaled there before they are stored; expected a folder this process can "
+                "write (or point --db / AGENTBENCH_DB at a store in a writable place)"
+            ) from None
         _try_lock(fd)
         # Only a locked file gets its final name, so no one can take it for a dead one.
         final = self.directory / f"{name}{SUFFIX}"
@@ -114,22 +133,64 @@ class Recovered:
 
     path: Path
     fd: int
-    rows: RunRows
-    finished: int
-    incomplete: int
+    parsed: ParsedJournal
+    closed: bool = False
+
+    @property
+    def rows(self) -> RunRows:
+        return self.parsed.rows
+
+    @property
+    def finished(self) -> int:
+        return self.parsed.finished
+
+    @property
+    def incomplete(self) -> int:
+        return self.parsed.incomplete
 
     def discard(self) -> None:
+        """Its rows are committed: delete it, or quarantine it if some lines were bad."""
+        if self.parsed.problems:
+            self.quarantine(
+                f"{len(self.parsed.problems)} line(s) could not be stored and are kept here "
+                f"(its {self.finished} finished and {self.incomplete} incomplete run(s) on good "
+                "lines were stored): " + "; ".join(self.parsed.problems[:20])
+            )
+            return
         self.path.unlink(missing_ok=True)
-        os.close(self.fd)
+        self._close()
+
+    def quarantine(self, why: str) -> None:
+        """Set it aside with the reason (still locked, so no one else takes it meanwhile)."""
+        quarantine(self.path, why, self.path.parent)
+        self._close()
 
     def release(self) -> None:
-        os.close(self.fd)
+        self._close()
+
+    def _close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self.fd)
+
+
+@dataclass
+class Recovery:
+    """The dead journals taken for one batch; `more`: others were left for the next one."""
+
+    journals: list[Recovered] = field(default_factory=list)
+    more: bool = False
 
 
 def has_dead(directory: Path, own: set[Path]) -> bool:
-    """Is there a journal whose process is gone? (Cheap: a lock attempt per file.)"""
+    """Is there a journal whose process is gone (or one to quarantine)? A lock try per file."""
     for path in _journals(directory, own):
-        fd = _open(path)
+        try:
+            fd = _open(path)
+        except OSError as exc:
+            if not _maybe_alive(path, exc):
+                return True
+            continue
         if fd is None:
             continue
         try:
@@ -140,27 +201,96 @@ def has_dead(directory: Path, own: set[Path]) -> bool:
     return False
 
 
-def recover(directory: Path, own: set[Path]) -> list[Recovered]:
-    """Lock and read every journal whose owner is gone."""
-    found = []
+def recover(directory: Path, own: set[Path], *, max_bytes: int | None = None) -> Recovery:
+    """Lock and read journals whose owner is gone, about `max_bytes` of them at most (at
+    least one); quarantine those that cannot be read at all. Never raises for a bad file."""
+    recovery = Recovery()
+    taken = 0
     for path in _journals(directory, own):
-        fd = _open(path)
+        if max_bytes is not None and recovery.journals and taken >= max_bytes:
+            recovery.more = True
+            break
+        try:
+            fd = _open(path)
+        except OSError as exc:
+            if not _maybe_alive(path, exc):
+                quarantine(path, f"cannot be read: {_unreadable(path, exc)}", directory)
+            continue
         if fd is None:
             continue
         if not _try_lock(fd) or os.fstat(fd).st_nlink == 0:
             os.close(fd)  # alive, or already ingested and removed by someone else
             continue
-        with open(os.dup(fd), "rb") as handle:
-            data = handle.read()
-        found.append(_parse(path, fd, data))
+        try:
+            with open(os.dup(fd), "rb") as handle:
+                data = handle.read()
+            parsed = parse_journal(data)
+        except Exception as exc:  # one journal's trouble must not stop the others
+            quarantine(path, f"cannot be read: {exc}", directory)
+            os.close(fd)
+            continue
+        if parsed.torn_tail:
+            log.info("%s: ignoring a torn last line (%d bytes)", path, parsed.torn_tail)
+        recovery.journals.append(Recovered(path, fd, parsed))
+        taken += len(data)
     _remove_dead_temps(directory)
-    return found
+    return recovery
+
+
+@dataclass
+class JournalState:
+    """What `survey` saw of one journal: its owner's state, and its lines or why not."""
+
+    path: Path
+    alive: bool  # its process still holds it
+    parsed: ParsedJournal | None = None
+    error: str | None = None  # it cannot be read (then it is quarantined when recovered)
+
+
+def survey(directory: Path) -> list[JournalState]:
+    """Every journal in the spool, read without taking or changing anything (for doctor)."""
+    states = []
+    for path in _journals(directory, set()):
+        try:
+            fd = _open(path)
+        except OSError as exc:
+            alive = _maybe_alive(path, exc)
+            states.append(JournalState(path, alive, error=_unreadable(path, exc)))
+            continue
+        if fd is None:
+            continue
+        try:
+            alive = not _try_lock(fd)  # closing `fd` below lets go of it again
+            with open(os.dup(fd), "rb") as handle:
+                states.append(JournalState(path, alive, parse_journal(handle.read())))
+        except Exception as exc:  # a survey reports, it never fails on a bad file
+            states.append(JournalState(path, False, error=str(exc)))
+        finally:
+            os.close(fd)
+    return states
+
+
+def held_elsewhere(path: Path) -> bool:
+    """Does another process hold a POSIX lock on `path` (as DuckDB does on an open store)?"""
+    if fcntl is None:  # pragma: no cover - Windows
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # also drops the lock we just took
+    return False
 
 
 def _journals(directory: Path, own: set[Path]) -> list[Path]:
     try:
         entries = list(os.scandir(directory))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(
         Path(e.path) for e in entries if e.name.endswith(SUFFIX) and Path(e.path) not in own
@@ -168,58 +298,73 @@ def _journals(directory: Path, own: set[Path]) -> list[Path]:
 
 
 def _open(path: Path) -> int | None:
+    """A read-only descriptor of a regular file (None if it is gone); OSError otherwise.
+
+    Non-blocking, so a fifo under a journal's name cannot hang us."""
     try:
-        return os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         return None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise IsADirectoryError(errno.EISDIR, f"not a regular file ({_kind(mode)})")
+    return fd
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a fifo")):
+        if test(mode):
+            return name
+    return "a socket or device"
+
+
+def _unreadable(path: Path, exc: OSError) -> str:
+    reason = exc.strerror or str(exc)
+    try:
+        info = path.lstat()
+    except OSError:
+        return reason
+    if stat.S_ISLNK(info.st_mode):
+        return f"{reason} (a symbolic link; journals are never links)"
+    return f"{reason} (owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):04o})"
+
+
+def _maybe_alive(path: Path, exc: OSError) -> bool:
+    """A journal we may not open might still be written by its owner — another user's
+    running process — and then is theirs to store. Its name says which host and process."""
+    if not isinstance(exc, PermissionError):
+        return False  # a folder, a fifo, a link: no process writes one of those
+    host, _, rest = path.name.removesuffix(SUFFIX).rpartition("-")[0].rpartition("-")
+    try:
+        pid = int(rest)
+    except ValueError:
+        return False
+    if host != socket.gethostname() or pid == os.getpid():
+        return False  # not on this machine (cannot tell), or ours, which we could open
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True  # alive, and another user's
+    except OSError:
+        return False
+    return True
 
 
 def _remove_dead_temps(directory: Path) -> None:
     """A process killed between creating and naming its journal leaves an empty temp file."""
     try:
         entries = list(os.scandir(directory))
-    except FileNotFoundError:
+    except OSError:
         return  # no process ever journaled here (a store copied or imported whole)
     for entry in entries:
-        if entry.name.startswith(_TEMP_PREFIX):
-            fd = _open(Path(entry.path))
-            if fd is not None:
-                if _try_lock(fd):
-                    Path(entry.path).unlink(missing_ok=True)
-                os.close(fd)
-
-
-def _parse(path: Path, fd: int, data: bytes) -> Recovered:
-    lines = data.split(b"\n")
-    if lines and lines[-1]:
-        log.info("%s: ignoring a torn last line (%d bytes)", path, len(lines[-1]))
-    started: dict[str, dict[str, Any]] = {}
-    rows = RunRows()
-    finished: set[str] = set()
-    for number, line in enumerate(lines[:-1], start=1):
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            log.warning("%s line %d is not valid JSON; skipped", path, number)
+        if not entry.name.startswith(_TEMP_PREFIX):
             continue
-        if "start" in record:
-            started[record["start"]["run_id"]] = _decode("runs", [record["start"]])[0]
-        elif "run" in record:
-            part = RunRows.from_dict(
-                {name: _decode(name, table) for name, table in record["run"].items()}
-            )
-            finished.update(row["run_id"] for row in part.runs)
-            rows.extend(part)
-    incomplete = [row for run_id, row in started.items() if run_id not in finished]
-    rows.runs.extend(incomplete)
-    return Recovered(path, fd, rows, finished=len(finished), incomplete=len(incomplete))
-
-
-def _decode(table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Journal rows back to Python values: timestamps were written as ISO 8601 text."""
-    for row in rows:
-        for column in TIMESTAMP_COLUMNS[table]:
-            value = row.get(column)
-            if isinstance(value, str):
-                row[column] = datetime.fromisoformat(value)
-    return rows
+        try:
+            fd = _open(Path(entry.path))
+        except OSError:
+            continue  # not a file of ours
+        if fd is not None:
+            if _try_lock(fd):
+                Path(entry.path).unlink(missing_ok=True)
+            os.close(fd)

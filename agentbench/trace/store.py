@@ -25,7 +25,7 @@ import duckdb
 from agentbench.trace import portable, queries
 from agentbench.trace.code_version import find_work_tree
 from agentbench.trace.database import WaitNotice, opened
-from agentbench.trace.errors import TraceStoreError
+from agentbench.trace.errors import TraceStoreError, damaged
 from agentbench.trace.migrations import LATEST, check, migrate
 from agentbench.trace.recorder import RunLabels, TraceRecorder
 from agentbench.trace.recording import Recording, store_batch
@@ -36,6 +36,7 @@ from agentbench.trace.spool import has_dead, spool_dir
 log = logging.getLogger("agentbench.trace")
 
 ENV_VAR = "AGENTBENCH_DB"
+_MAX_DEAD_BATCHES = 1000  # dead journals are stored a bounded batch at a time
 DEFAULT_PATH = Path(".agentbench") / "traces.duckdb"
 
 
@@ -204,26 +205,53 @@ class TraceStore:
         self.flush()
         own = self._recording.own_journals() if self._recording is not None else set()
         spool = spool_dir(self.path)
-        if has_dead(spool, own) or (not self.path.exists() and spool.is_dir()):
+        never_made = not self.path.exists() and spool.is_dir()
+        if has_dead(spool, own) or never_made or self._never_initialised():
             self._store_dead(own)
         for attempt in range(2):
             with opened(self.path, write=False, wait_s=self.wait_s, on_wait=self.on_wait) as conn:
                 if check(conn, self.path) == LATEST:
-                    yield conn
+                    with _engine_errors(self.path):
+                        yield conn
                     return
             if attempt == 0:
                 self._store_dead(own)  # an older schema: migrating needs the write lock
         raise TraceStoreError(f"{self.path}: could not bring the store to schema {LATEST}")
 
+    def _never_initialised(self) -> bool:
+        """An empty file: its creator was killed before DuckDB wrote anything (opening it
+        for writing makes it a store)."""
+        try:
+            return self.path.stat().st_size == 0
+        except OSError:
+            return False
+
     def _store_dead(self, own: set[Path]) -> None:
-        store_batch(
-            self.path,
-            take=list,
-            give_back=lambda batch: None,
-            own=own,
-            wait_s=self.wait_s,
-            on_wait=self.on_wait,
-        )
+        for _ in range(_MAX_DEAD_BATCHES):
+            more = store_batch(
+                self.path,
+                take=list,
+                give_back=lambda batch: None,
+                own=own,
+                wait_s=self.wait_s,
+                on_wait=self.on_wait,
+            )
+            if not more:
+                return
+
+
+@contextlib.contextmanager
+def _engine_errors(path: Path) -> Iterator[None]:
+    """A read that fails inside the engine because the file is damaged (a checksum, a block
+    past the end) is the store's problem, said as such, not an engine traceback."""
+    try:
+        yield
+    except duckdb.Error as exc:
+        text = str(exc)
+        cut_short = str(path) in text and "Could not read" in text
+        if not (cut_short or "checksum" in text or "Corrupt database file" in text):
+            raise
+        raise damaged(path, f"reading it failed ({text.removeprefix('IO Error: ')})") from None
 
 
 class LabelledStore:

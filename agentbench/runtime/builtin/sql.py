@@ -1,21 +1,27 @@
 """The `sql_query` tool factory: checked, read-only SQL over DuckDB or any DB-API connection.
 
-Every query first passes `sql_guard.check_query`; then it runs on its own cursor with a row
-limit (one extra row is fetched, to tell "exactly the limit" from "more") and a timeout that
-interrupts the query in the engine, not merely stops waiting for it. Given a path, the factory
-opens the DuckDB file itself, read-only and with file and network access switched off inside
-DuckDB, so the engine would refuse what the guard might miss. The tool's description lists the
-tables and columns, so the model can write a correct query on its first try.
+At construction the factory reads the database's catalog — its tables and views, and for DuckDB
+its built-in functions free of side effects — which is both what the tool's description lists
+(so the model can write a correct query on its first try) and the whitelist every query is
+checked against by `sql_guard.check_query`. A checked query runs on its own cursor under a row
+limit and a size limit in bytes (rows are fetched as they stream, one beyond the limit to tell
+"exactly the limit" from "more") and a timeout that interrupts the query in the engine; checking
+counts against that timeout. Given a path, the factory opens the DuckDB file itself, read-only,
+with file and network access off, a memory limit, two threads and no spilling to disk, so the
+engine refuses what the guard might miss.
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import os
 import threading
+import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,20 +29,35 @@ import duckdb
 from sqlglot.dialects.dialect import Dialect
 
 from agentbench.errors import UsageError
-from agentbench.runtime.builtin.sql_guard import ALLOWED_STATEMENTS, check_query
+from agentbench.runtime.builtin.sql_guard import (
+    ALLOWED_STATEMENTS,
+    Catalog,
+    TableName,
+    check_query,
+    vet_functions,
+)
 from agentbench.runtime.tools import BusinessFailure, Effect, Tool, ToolResult
 
 DEFAULT_MAX_ROWS = 1_000
 DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_MAX_RESULT_BYTES = 1_000_000  # of the rows as JSON; the model sees max_result_chars
+DUCKDB_MEMORY_LIMIT = "512MB"
+DUCKDB_THREADS = 2
 _SCHEMA_CHARS = 3_000  # how much of the tool description the table listing may take
+_FETCH_BATCH = 100
 
 # DuckDB settings for a database we open ourselves: read-only, no files, no network, no
-# extensions, and no way for a query to change any of that.
+# extensions, bounded memory and threads, nothing spilled to disk, and no way for a query to
+# change any of that. One value per process: DuckDB refuses a second connection to a file with
+# different settings.
 DUCKDB_LOCKDOWN: dict[str, Any] = {
     "enable_external_access": False,
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
     "allow_community_extensions": False,
+    "memory_limit": DUCKDB_MEMORY_LIMIT,
+    "threads": DUCKDB_THREADS,
+    "max_temp_directory_size": "0B",
     "lock_configuration": True,
 }
 
@@ -56,24 +77,32 @@ _DIALECTS_BY_MODULE = {
     "MySQLdb": "mysql",
     "snowflake": "snowflake",
 }
+# The catalog, one row per column: (catalog, schema, table, column, type). DuckDB's listing
+# keeps to the connected database, so an attached one is neither shown nor queryable.
 _LIST_COLUMNS = {
     "duckdb": (
-        "SELECT CASE WHEN table_schema IN ('main', 'public') THEN table_name "
-        "ELSE table_schema || '.' || table_name END, column_name, data_type "
-        "FROM information_schema.columns "
-        "WHERE table_schema NOT IN ('information_schema', 'pg_catalog') "
+        "SELECT table_catalog, table_schema, table_name, column_name, data_type "
+        "FROM information_schema.columns WHERE table_catalog = current_database() "
+        "AND table_schema NOT IN ('information_schema', 'pg_catalog') "
         "ORDER BY table_schema, table_name, ordinal_position"
     ),
     "sqlite": (
-        "SELECT m.name, p.name, p.type FROM sqlite_master AS m "
+        "SELECT NULL, 'main', m.name, p.name, p.type FROM sqlite_master AS m "
         "JOIN pragma_table_info(m.name) AS p WHERE m.type IN ('table', 'view') "
         "ORDER BY m.name, p.cid"
     ),
 }
 _LIST_COLUMNS_STANDARD = (
-    "SELECT table_name, column_name, data_type FROM information_schema.columns "
+    "SELECT table_catalog, table_schema, table_name, column_name, data_type "
+    "FROM information_schema.columns "
     "WHERE table_schema NOT IN ('information_schema', 'pg_catalog') "
     "ORDER BY table_schema, table_name, ordinal_position"
+)
+_DEFAULT_SCHEMAS = ("main", "public")
+_LIST_FUNCTIONS = (
+    "SELECT function_name, function_type, has_side_effects, internal, extension_name, "
+    "macro_definition FROM duckdb_functions() "
+    "WHERE function_type IN ('scalar', 'aggregate', 'window', 'macro')"
 )
 
 
@@ -85,7 +114,7 @@ class QueryTimeout(BusinessFailure):
 class Rows:
     columns: list[str]
     rows: list[list[Any]]
-    truncated: bool
+    truncated: str | None = None  # "rows" or "bytes": which limit cut the result short
 
 
 class _Cursor(Protocol):
@@ -105,15 +134,18 @@ def sql_query(
     name: str = "sql_query",
     describe_tables: bool = True,
     max_result_chars: int = 20_000,
+    tables: Iterable[str] | None = None,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> Tool:
     """A tool that runs one read-only query against `database` and returns the rows.
 
     `database` is a path to a DuckDB file (opened read-only, external access off), a DuckDB
     connection, or any DB-API connection (open it read-only yourself; a sqlite3 connection
-    needs `check_same_thread=False`, because tools run on a worker thread).
+    needs `check_same_thread=False`, because tools run on a worker thread). Queries may read
+    the database's own tables and views, or only those named in `tables`.
     """
-    if max_rows <= 0 or timeout_s <= 0:
-        raise UsageError("sql_query: max_rows and timeout_s must be positive")
+    if max_rows <= 0 or timeout_s <= 0 or max_result_bytes <= 0:
+        raise UsageError("sql_query: max_rows, timeout_s and max_result_bytes must be positive")
     connection = _connect(database)
     dialect = dialect or _guess_dialect(connection)
     try:
@@ -121,6 +153,7 @@ def sql_query(
     except ValueError as exc:
         raise UsageError(f"sql_query: {exc}") from None
     runner = _QueryRunner(connection)
+    catalog, columns = _read_catalog(runner, dialect, tables)
 
     def run(query: str) -> ToolResult:
         """Run one read-only SQL query and return its rows.
@@ -128,18 +161,37 @@ def sql_query(
         Args:
             query: a single SELECT (or WITH … SELECT, SHOW, DESCRIBE, EXPLAIN) statement.
         """
-        checked = check_query(query, dialect)
-        result = runner.run(checked.sql, max_rows=max_rows, timeout_s=timeout_s)
+        started = time.monotonic()
+        checked = check_query(query, dialect, catalog)
+        remaining = timeout_s - (time.monotonic() - started)
+        if remaining <= 0:
+            raise QueryTimeout(
+                f"checking the query took longer than the {timeout_s:g} s time limit; "
+                "send a shorter, simpler query"
+            )
+        result = runner.run(
+            checked.sql,
+            max_rows=max_rows,
+            max_bytes=max_result_bytes,
+            timeout_s=remaining,
+            time_limit_s=timeout_s,
+        )
         data: dict[str, Any] = {
             "columns": result.columns,
             "rows": result.rows,
             "row_count": len(result.rows),
         }
-        if result.truncated:
+        if result.truncated == "rows":
             data["truncated"] = True
             data["note"] = (
                 f"row limit of {max_rows:,} reached and more rows exist; "
                 "aggregate, filter or add LIMIT/OFFSET to see the rest"
+            )
+        elif result.truncated == "bytes":
+            data["truncated"] = True
+            data["note"] = (
+                f"result size limit of {max_result_bytes:,} bytes reached and more rows "
+                "exist; select fewer or shorter columns, aggregate, or add LIMIT/OFFSET"
             )
         return ToolResult.ok(data)
 
@@ -148,7 +200,7 @@ def sql_query(
         f"Only {ALLOWED_STATEMENTS}; at most {max_rows:,} rows; {timeout_s:g} s time limit."
     )
     if describe_tables:
-        description += _schema_listing(runner, dialect)
+        description += _schema_listing(columns)
     return Tool(
         run,
         name=name,
@@ -220,7 +272,8 @@ def _guess_dialect(connection: Any) -> str:
 
 
 class _QueryRunner:
-    """Runs checked SQL on a fresh cursor, under a row limit and an interrupting timeout."""
+    """Runs checked SQL on a fresh cursor, under row and size limits and an interrupting
+    timeout."""
 
     def __init__(self, connection: Any) -> None:
         self.connection = connection
@@ -229,19 +282,35 @@ class _QueryRunner:
         # connection is not, so its queries take turns.
         self._lock = threading.Lock()
 
-    def run(self, sql: str, *, max_rows: int, timeout_s: float) -> Rows:
+    def run(
+        self,
+        sql: str,
+        *,
+        max_rows: int,
+        max_bytes: int,
+        timeout_s: float,
+        time_limit_s: float | None = None,
+    ) -> Rows:
+        limits = (max_rows, max_bytes, timeout_s, time_limit_s or timeout_s)
         if self.is_duckdb:
             cursor = self.connection.cursor()
-            return self._run_on(cursor, cursor.interrupt, sql, max_rows, timeout_s)
+            return self._run_on(cursor, cursor.interrupt, sql, *limits)
         with self._lock:
             interrupt = getattr(self.connection, "interrupt", None) or getattr(
                 self.connection, "cancel", None
             )
             cursor = self.connection.cursor()
-            return self._run_on(cursor, interrupt, sql, max_rows, timeout_s)
+            return self._run_on(cursor, interrupt, sql, *limits)
 
     def _run_on(
-        self, cursor: _Cursor, interrupt: Any, sql: str, max_rows: int, timeout_s: float
+        self,
+        cursor: _Cursor,
+        interrupt: Any,
+        sql: str,
+        max_rows: int,
+        max_bytes: int,
+        timeout_s: float,
+        time_limit_s: float,
     ) -> Rows:
         fired = threading.Event()
 
@@ -255,12 +324,15 @@ class _QueryRunner:
             timer.start()
         try:
             cursor.execute(sql)
-            fetched = cursor.fetchmany(max_rows + 1) if cursor.description else []
             columns = [str(d[0]) for d in cursor.description or ()]
+            # DuckDB streams the result, so the query runs while we fetch: still under the timer.
+            rows, truncated = _fetch(cursor, max_rows, max_bytes) if columns else ([], None)
+        except BusinessFailure:
+            raise
         except Exception as exc:
             if fired.is_set():
                 raise QueryTimeout(
-                    f"the query was interrupted after {timeout_s:g} s (time limit); make it "
+                    f"the query was interrupted after {time_limit_s:g} s (time limit); make it "
                     "cheaper: filter earlier, aggregate, or add LIMIT"
                 ) from None
             raise _classify(exc) from None
@@ -268,12 +340,37 @@ class _QueryRunner:
             if timer is not None:
                 timer.cancel()
             cursor.close()
-        rows = [[_json_value(v) for v in row] for row in fetched[:max_rows]]
-        return Rows(columns=columns, rows=rows, truncated=len(fetched) > max_rows)
+        return Rows(columns=columns, rows=rows, truncated=truncated)
 
     def fetch_all(self, sql: str) -> list[Any]:
-        """Run our own (trusted, small) catalog query."""
-        return self.run(sql, max_rows=10_000, timeout_s=DEFAULT_TIMEOUT_S).rows
+        """Run our own (trusted) catalog query."""
+        return self.run(
+            sql, max_rows=100_000, max_bytes=100_000_000, timeout_s=DEFAULT_TIMEOUT_S
+        ).rows
+
+
+def _fetch(cursor: _Cursor, max_rows: int, max_bytes: int) -> tuple[list[list[Any]], str | None]:
+    """Rows up to both limits, and which limit cut them short (None: all rows fitted)."""
+    rows: list[list[Any]] = []
+    size = 0
+    while True:
+        batch = cursor.fetchmany(min(_FETCH_BATCH, max_rows + 1 - len(rows)))
+        if not batch:
+            return rows, None
+        for raw in batch:
+            if len(rows) == max_rows:
+                return rows, "rows"
+            row = [_json_value(v) for v in raw]
+            size += len(json.dumps(row, ensure_ascii=False, default=str).encode())
+            if size > max_bytes:
+                if not rows:
+                    raise BusinessFailure(
+                        f"the first row alone is larger than the result size limit of "
+                        f"{max_bytes:,} bytes; select fewer or shorter columns "
+                        "(for example left(text, 200))"
+                    )
+                return rows, "bytes"
+            rows.append(row)
 
 
 def _classify(exc: Exception) -> Exception:
@@ -303,14 +400,64 @@ def _json_value(value: Any) -> Any:
     return str(value)
 
 
-def _schema_listing(runner: _QueryRunner, dialect: str) -> str:
+def read_catalog(
+    connection: Any, *, dialect: str | None = None, tables: Iterable[str] | None = None
+) -> Catalog:
+    """The whitelist `sql_query` checks queries against, for calling `check_query` yourself."""
+    dialect = dialect or _guess_dialect(connection)
+    return _read_catalog(_QueryRunner(connection), dialect, tables)[0]
+
+
+def _read_catalog(
+    runner: _QueryRunner, dialect: str, wanted: Iterable[str] | None
+) -> tuple[Catalog, dict[str, list[str]]]:
+    """The whitelist queries are checked against, and the columns of each table it holds."""
+    wanted = None if wanted is None else list(wanted)
     try:
-        rows = runner.fetch_all(_LIST_COLUMNS.get(dialect, _LIST_COLUMNS_STANDARD))
-    except Exception:
-        return ""  # a listing is a convenience; a database without one still works
-    tables: dict[str, list[str]] = {}
-    for table, column, data_type in rows:
-        tables.setdefault(str(table), []).append(f"{column} {data_type}".strip())
+        listing = runner.fetch_all(_LIST_COLUMNS.get(dialect, _LIST_COLUMNS_STANDARD))
+    except Exception as exc:
+        if wanted is None:
+            raise UsageError(
+                f"sql_query: cannot list this database's tables ({exc}); pass tables=[...] "
+                "naming the ones queries may read"
+            ) from None
+        return replace(Catalog.of(wanted), **_functions(runner)), {}
+    tables: dict[str, TableName] = {}
+    columns: dict[str, list[str]] = {}
+    for catalog_name, schema, table, column, data_type in listing:
+        schema = str(schema) if schema is not None else None
+        # DuckDB shows a table off the default schema qualified, as it must be queried.
+        default = dialect != "duckdb" or schema in _DEFAULT_SCHEMAS
+        display = str(table) if default else f"{schema}.{table}"
+        tables.setdefault(
+            display,
+            TableName(str(table), schema, str(catalog_name) if catalog_name else None, display),
+        )
+        columns.setdefault(display, []).append(f"{column} {data_type}".strip())
+    catalog = Catalog(tuple(tables.values()), **_functions(runner))
+    if wanted is not None:
+        try:
+            catalog = catalog.narrowed(wanted)
+        except KeyError as exc:
+            raise UsageError(
+                f"sql_query: tables=[...] names {exc.args[0]!r}, which is not a table or view "
+                f"of this database; it has: {', '.join(catalog.names()) or 'none'}"
+            ) from None
+        columns = {name: columns[name] for name in catalog.names()}
+    return catalog, columns
+
+
+def _functions(runner: _QueryRunner) -> dict[str, Any]:
+    """The Catalog fields about functions: DuckDB vouches for its built-ins free of side
+    effects; other engines cannot say, so only the names the guard denies are refused."""
+    if not runner.is_duckdb:
+        return {}
+    rows = runner.fetch_all(_LIST_FUNCTIONS)
+    known, unvouched = vet_functions(tuple(tuple(row) for row in rows))
+    return {"functions": known, "unvouched": unvouched}
+
+
+def _schema_listing(tables: dict[str, list[str]]) -> str:
     if not tables:
         return ""
     text = " Tables:"

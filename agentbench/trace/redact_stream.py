@@ -1,0 +1,59 @@
+"""Redacting a streamed model answer, whose secrets are split across chunks.
+
+A stream carries the answer's text and each tool call's arguments in fragments of a few
+characters, so a secret is spread over several chunks and no rule matches any one of them.
+The fragments of each field are joined and the whole is redacted; only when something was
+masked does the redacted whole take the first fragment's place and the other fragments become
+empty. The stream then still assembles to the same (masked) answer, and a stream with nothing
+secret in it is left exactly as it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from agentbench.trace.redact import Redactor
+
+# Delta fields that arrive in fragments and are concatenated by whoever reads the stream.
+_TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
+
+_Slot = tuple[dict[str, Any], str]  # the dict holding a fragment, and its key
+
+
+def redact_chunks(chunks: list[Any], redactor: Redactor) -> list[Any]:
+    """A redacted copy of a stream's `chat.completion.chunk` dicts (the input is unchanged)."""
+    copied = orjson.loads(orjson.dumps(chunks))
+    for slots in _fragments(copied).values():
+        whole = "".join(holder[key] for holder, key in slots)
+        masked = redactor.text(whole)
+        if masked != whole:
+            first, *rest = slots
+            first[0][first[1]] = masked
+            for holder, key in rest:
+                holder[key] = ""
+    return redactor.value(copied)
+
+
+def _fragments(chunks: list[Any]) -> dict[tuple[Any, ...], list[_Slot]]:
+    """Where each streamed field's fragments are, in order: per choice, its text fields and
+    each tool call's arguments."""
+    found: dict[tuple[Any, ...], list[_Slot]] = {}
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                continue
+            number = choice.get("index", 0)
+            for name in _TEXT_FIELDS:
+                if isinstance(delta.get(name), str):
+                    found.setdefault((number, name), []).append((delta, name))
+            for call in delta.get("tool_calls") or ():
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+                    slot = (number, "arguments", call.get("index", 0))
+                    found.setdefault(slot, []).append((function, "arguments"))
+    return found
