@@ -10,6 +10,12 @@ effects (no logging), so raising and catching them is cheap and quiet.
 from __future__ import annotations
 
 
+def one_line(exc: BaseException, limit: int | None = None) -> str:
+    """An exception's message on one line (cut to `limit`), for messages that quote it."""
+    message = " ".join(str(exc).split()) or "(no message)"
+    return message if limit is None or len(message) <= limit else message[: limit - 1] + "…"
+
+
 class AgentbenchError(Exception):
     """Root of every agentbench error."""
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from agentbench.errors import UsageError
+from agentbench.errors import UsageError, one_line
 
 
 def load_object(ref: str, *, what: str = "object", search_path: Path | None = None) -> Any:
@@ -24,9 +24,8 @@ def load_object(ref: str, *, what: str = "object", search_path: Path | None = No
     except (Exception, SystemExit) as exc:
         # The user's module failed while it ran (a bug in it, a missing setting): that is
         # theirs to fix, named as such — not a crash of agentbench.
-        message = " ".join(str(exc).split()) or "(no message)"
         raise UsageError(
-            f"{what}: importing {module_name!r} raised {type(exc).__name__}: {message}"
+            f"{what}: importing {module_name!r} raised {type(exc).__name__}: {one_line(exc)}"
         ) from exc
     target: Any = module
     for part in attribute.split("."):

@@ -274,8 +274,7 @@ def test_a_writer_gives_way_for_a_bounded_time(
 
 def test_a_waiting_reader_announces_itself_and_gets_in(tmp_path: Path) -> None:
     db = tmp_path / "traces.duckdb"
-    with TraceStore(db).writing():
-        pass  # make the store
+    TraceStore(db).settle()  # a new, empty store
     spool_dir(db).mkdir()  # and the spool, which recording processes make
     holder = subprocess.Popen(
         [

@@ -140,7 +140,7 @@ def _drift(outcomes: Sequence[TrialOutcome], limit: int | None) -> list[str]:
     reported = [
         o
         for o in outcomes
-        if o.drifts and not any(s["name"] == "request_drift" and not s["passed"] for s in o.scores)
+        if o.drifts and not o.drift_failed
     ]
     if not reported:
         return []

@@ -20,6 +20,8 @@ from pathlib import Path
 import click
 import orjson
 
+from agentbench.errors import one_line
+
 DEBUG_FLAG = "--debug"
 DEBUG_ENV = "AGENTBENCH_DEBUG"
 # Frames in these folders are libraries (pydantic, duckdb, the standard library): the place
@@ -75,9 +77,7 @@ def where(exc: BaseException) -> str:
 
 def unexpected(command: str, exc: BaseException, *, debug: bool) -> str:
     """The one line (and hint) for an exception nobody meant to raise."""
-    message = " ".join(str(exc).split()) or "(no message)"
-    if len(message) > 300:
-        message = message[:299] + "…"
+    message = one_line(exc, 300)
     hint = (
         "the full traceback is above"
         if debug

@@ -75,7 +75,7 @@ def render(run: Any, store_path: Path, *, fail_under: float | None = None) -> st
         lines.append("")
         lines.append(f"failing ({len(failing)}):")
         lines.extend(_failure(o) for o in failing)
-    reported = [o for o in run.outcomes if o.drifts and not _failed_by_drift(o)]
+    reported = [o for o in run.outcomes if o.drifts and not o.drift_failed]
     if reported:
         lines.append("")
         lines.append(f"request drift, reported and not counted ({len(reported)} trial(s)):")
@@ -96,10 +96,6 @@ def render(run: Any, store_path: Path, *, fail_under: float | None = None) -> st
     lines.append("")
     lines.append(f"results: {store_path} (eval {run.eval_id})")
     return "\n".join(lines)
-
-
-def _failed_by_drift(outcome: TrialOutcome) -> bool:
-    return any(s["name"] == "request_drift" and not s["passed"] for s in outcome.scores)
 
 
 def _failure(outcome: TrialOutcome) -> str:

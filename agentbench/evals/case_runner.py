@@ -9,6 +9,7 @@ each continuing the previous turn's conversation and context, all from one casse
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -80,11 +81,18 @@ class CaseRun:
         """Each drifted model call with its run's agent and step."""
         return locate_drifts(self.drifts, self.events)
 
+    @functools.cached_property
+    def steps(self) -> list[Step]:
+        """The trajectory of every turn (computed once: the runs are over by now)."""
+        return trajectory(self.events)
+
+    @functools.cached_property
+    def _divergences(self) -> list[Divergence]:
+        return align(self.recorded, self.steps) if self.recorded else []
+
     def divergences(self) -> list[Divergence]:
         """Where this run behaved differently from the recording it replayed (none if live)."""
-        if not self.recorded:
-            return []
-        return align(self.recorded, trajectory(self.events))
+        return self._divergences
 
     def drift_reason(self) -> str | None:
         """Why the requests differ from the recording, from the root: when the run diverged
@@ -111,7 +119,7 @@ class CaseRun:
         )
 
     def _cause_of(self, drift: DriftAt) -> str | None:
-        at = model_call_position(trajectory(self.events), drift.call)
+        at = model_call_position(self.steps, drift.call)
         first = next(iter(self.divergences()), None)
         if first is None or first.position >= at:
             return None

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentbench.errors import AgentbenchError, UsageError
+from agentbench.errors import AgentbenchError, UsageError, one_line
 from agentbench.evals import results_store
 from agentbench.evals.case_runner import CasePlan, CaseSetupError, run_case
 from agentbench.evals.judging import JudgeRecorder
@@ -120,9 +120,9 @@ def run_setup(suite: Any) -> None:
     try:
         function()
     except (Exception, SystemExit) as exc:
-        message = " ".join(str(exc).split()) or "(no message)"
         raise UsageError(
-            f"{suite.where('setup')}setup: {suite.setup}() raised {type(exc).__name__}: {message}"
+            f"{suite.where('setup')}setup: {suite.setup}() raised {type(exc).__name__}: "
+            f"{one_line(exc)}"
         ) from exc
 
 

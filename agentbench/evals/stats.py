@@ -81,6 +81,11 @@ class TrialOutcome:
         """Counts towards the pass rate (expected failures and skips do not)."""
         return self.status in ("passed", "failed", "error")
 
+    @property
+    def drift_failed(self) -> bool:
+        """Its request drift failed it (rather than being only reported, --allow-drift)."""
+        return any(s["name"] == "request_drift" and not s["passed"] for s in self.scores)
+
     def reasons(self) -> list[str]:
         return [f"{s['name']}: {s['reason']}" for s in self.scores if not s["passed"]]
 

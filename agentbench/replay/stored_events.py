@@ -161,66 +161,47 @@ def _response(call: LlmCallRecord) -> ChatResponse:
 
 
 def _tool_call(row: ToolCallRecord, timeline: _Timeline) -> None:
-    base = timeline.base
+    # What every event of one tool call shares; each event adds its own seq and time.
+    call = {
+        **timeline.base,
+        "step": row.step or 0,
+        "call_id": row.call_id,
+        "tool": row.tool,
+    }
     arguments = loads(row.arguments)
     if row.result_kind == "rejected":
         reason = (loads(row.result) or {}).get("reason", "invalid_arguments")
-        timeline.add(
-            row.seq,
-            ToolCallRejected(
-                **base,
-                seq=row.seq,
-                ts=row.ts,
-                step=row.step or 0,
-                call_id=row.call_id,
-                tool=row.tool,
-                raw_arguments=arguments if isinstance(arguments, str) else "",
-                reason=reason,
-                message=row.error or "",
-            ),
+        rejected = ToolCallRejected(
+            **call,
+            seq=row.seq,
+            ts=row.ts,
+            raw_arguments=arguments if isinstance(arguments, str) else "",
+            reason=reason,
+            message=row.error or "",
         )
+        timeline.add(row.seq, rejected)
         return
-    arguments = arguments if isinstance(arguments, dict) else {}
+    call["arguments"] = arguments if isinstance(arguments, dict) else {}
     # A row made at the finish (no ToolStarted was seen) has finished_seq == seq.
-    started = row.finished_seq is None or row.finished_seq != row.seq
-    if started:
-        timeline.add(
-            row.seq,
-            ToolStarted(
-                **base,
-                seq=row.seq,
-                ts=row.ts,
-                step=row.step or 0,
-                call_id=row.call_id,
-                tool=row.tool,
-                arguments=arguments,
-            ),
-        )
+    if row.finished_seq is None or row.finished_seq != row.seq:
+        timeline.add(row.seq, ToolStarted(**call, seq=row.seq, ts=row.ts))
     if row.result_kind is None:
         return  # started, never finished (an incomplete run)
     # Schema 2 kept one seq per row: the finish goes right after its start.
     seq = row.finished_seq if row.finished_seq is not None else row.seq
-    timeline.add(
-        seq,
-        ToolFinished(
-            **base,
-            seq=seq,
-            ts=row.finished_ts or row.ts,
-            step=row.step or 0,
-            call_id=row.call_id,
-            tool=row.tool,
-            arguments=arguments,
-            result=ToolResult(
-                kind=ResultKind(row.result_kind),
-                data=loads(row.result),
-                error=row.error,
-                duration_ms=row.duration_ms or 0.0,
-                truncated=bool(row.truncated),
-                stop=bool(row.stops_run),
-            ),
-            effect=row.effect if row.effect is not None else "unknown",
-        ),
+    result = ToolResult(
+        kind=ResultKind(row.result_kind),
+        data=loads(row.result),
+        error=row.error,
+        duration_ms=row.duration_ms or 0.0,
+        truncated=bool(row.truncated),
+        stop=bool(row.stops_run),
     )
+    effect = row.effect if row.effect is not None else "unknown"
+    finished = ToolFinished(
+        **call, seq=seq, ts=row.finished_ts or row.ts, result=result, effect=effect
+    )
+    timeline.add(seq, finished)
 
 
 def _context_changed(diff: ContextDiffRecord, base: dict[str, Any]) -> ContextChanged:

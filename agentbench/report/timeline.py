@@ -69,8 +69,7 @@ def _replay(outcome: TrialOutcome) -> dict[str, Any] | None:
         if not outcome.divergences:
             return None
         text = describe_divergence(outcome.divergences[0], 120)
-    counted = any(s.get("name") == "request_drift" and not s.get("passed") for s in outcome.scores)
-    return {"text": clip(text), "counted": counted or not outcome.drifts}
+    return {"text": clip(text), "counted": outcome.drift_failed or not outcome.drifts}
 
 
 def _run(trace: RunTrace) -> dict[str, Any]:

@@ -186,8 +186,7 @@ class TraceStore:
         """Add the runs, evals and results of another store file to this one (runs and evals
         it already has are skipped); the source is brought to this version's schema first."""
         other = TraceStore(source, wait_s=self.wait_s, on_wait=self.on_wait)
-        with other.reading():
-            pass  # stores what its processes left in its spool, and migrates it
+        other.settle()
         self.flush()
         with self.writing() as conn:
             return portable.merge_store(conn, other.path)
@@ -217,6 +216,13 @@ class TraceStore:
             if attempt == 0:
                 self._store_dead(own)  # an older schema: migrating needs the write lock
         raise TraceStoreError(f"{self.path}: could not bring the store to schema {LATEST}")
+
+    def settle(self) -> None:
+        """Make the file a store at this version's schema, holding everything queued here and
+        everything crashed processes left in its spool (what a reader waits for first)."""
+        self.flush()
+        own = self._recording.own_journals() if self._recording is not None else set()
+        self._store_dead(own)
 
     def _never_initialised(self) -> bool:
         """An empty file: its creator was killed before DuckDB wrote anything (opening it
