@@ -8,18 +8,17 @@ limit and a size limit in bytes (rows are fetched as they stream, one beyond the
 "exactly the limit" from "more") and a timeout that interrupts the query in the engine; checking
 counts against that timeout. Given a path, the factory opens the DuckDB file itself, read-only,
 with file and network access off, a memory limit, two threads and no spilling to disk, so the
-engine refuses what the guard might miss.
+engine refuses what the guard might miss — and opens it in worker processes (`_sql_process`)
+under an address-space limit, killed when a query outstays its time: DuckDB's interrupt and
+memory limit do not reach a scalar function working on one huge value, and such a query must
+not take the agent's process down with it.
 """
 
 from __future__ import annotations
 
-import datetime
-import decimal
-import json
 import os
 import threading
 import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +28,14 @@ import duckdb
 from sqlglot.dialects.dialect import Dialect
 
 from agentbench.errors import UsageError
+from agentbench.runtime.builtin._sql_process import (
+    DatabaseOpenError,
+    WorkerBusyError,
+    WorkerDiedError,
+    WorkerOverstayedError,
+    WorkerPool,
+)
+from agentbench.runtime.builtin._sql_worker import FirstRowTooLargeError, fetch_limited
 from agentbench.runtime.builtin.sql_guard import (
     ALLOWED_STATEMENTS,
     Catalog,
@@ -43,8 +50,13 @@ DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_MAX_RESULT_BYTES = 1_000_000  # of the rows as JSON; the model sees max_result_chars
 DUCKDB_MEMORY_LIMIT = "512MB"
 DUCKDB_THREADS = 2
+# A worker's whole address space: DuckDB's memory limit, the interpreter (~0.8 GB mapped at
+# start) and what functions allocate outside the limit. Past it an allocation fails in the
+# worker, which reports it or dies; the agent's process is untouched.
+DUCKDB_ADDRESS_SPACE = 2 * 1024**3
+DUCKDB_WORKERS = 4  # concurrent queries per database file; more wait for a free worker
+_KILL_GRACE_S = 1.0  # past the time limit, how long an interrupted query may take to stop
 _SCHEMA_CHARS = 3_000  # how much of the tool description the table listing may take
-_FETCH_BATCH = 100
 
 # DuckDB settings for a database we open ourselves: read-only, no files, no network, no
 # extensions, bounded memory and threads, nothing spilled to disk, and no way for a query to
@@ -110,6 +122,10 @@ class QueryTimeout(BusinessFailure):
     """The query ran past its time limit and was interrupted."""
 
 
+class DatabaseError(Exception):
+    """The database failed (not the query): the tool reports a system error."""
+
+
 @dataclass(frozen=True)
 class Rows:
     columns: list[str]
@@ -146,13 +162,12 @@ def sql_query(
     """
     if max_rows <= 0 or timeout_s <= 0 or max_result_bytes <= 0:
         raise UsageError("sql_query: max_rows, timeout_s and max_result_bytes must be positive")
-    connection = _connect(database)
-    dialect = dialect or _guess_dialect(connection)
+    runner = _runner_for(database)
+    dialect = dialect or runner.dialect()
     try:
         Dialect.get_or_raise(dialect)
     except ValueError as exc:
         raise UsageError(f"sql_query: {exc}") from None
-    runner = _QueryRunner(connection)
     catalog, columns = _read_catalog(runner, dialect, tables)
 
     def run(query: str) -> ToolResult:
@@ -227,16 +242,16 @@ def open_duckdb_read_only(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnec
         ) from None
 
 
-def _connect(database: Any) -> Any:
+def _runner_for(database: Any) -> _QueryRunner | _ProcessRunner:
     if isinstance(database, str | os.PathLike):
-        return open_duckdb_read_only(database)
+        return _ProcessRunner(database)
     if not callable(getattr(database, "cursor", None)):
         raise UsageError(
             "sql_query: pass a DuckDB file path, a DuckDB connection or a DB-API connection; "
             f"got {type(database).__name__}"
         )
     _check_usable_from_a_thread(database)
-    return database
+    return _QueryRunner(database)
 
 
 def _check_usable_from_a_thread(connection: Any) -> None:
@@ -272,8 +287,8 @@ def _guess_dialect(connection: Any) -> str:
 
 
 class _QueryRunner:
-    """Runs checked SQL on a fresh cursor, under row and size limits and an interrupting
-    timeout."""
+    """Runs checked SQL on a fresh cursor of the caller's connection, under row and size limits
+    and an interrupting timeout."""
 
     def __init__(self, connection: Any) -> None:
         self.connection = connection
@@ -281,6 +296,9 @@ class _QueryRunner:
         # A DuckDB cursor is a connection of its own and safe on any thread; a generic DB-API
         # connection is not, so its queries take turns.
         self._lock = threading.Lock()
+
+    def dialect(self) -> str:
+        return _guess_dialect(self.connection)
 
     def run(
         self,
@@ -326,16 +344,17 @@ class _QueryRunner:
             cursor.execute(sql)
             columns = [str(d[0]) for d in cursor.description or ()]
             # DuckDB streams the result, so the query runs while we fetch: still under the timer.
-            rows, truncated = _fetch(cursor, max_rows, max_bytes) if columns else ([], None)
-        except BusinessFailure:
-            raise
+            rows, truncated = fetch_limited(cursor, max_rows, max_bytes) if columns else ([], None)
+        except FirstRowTooLargeError:
+            raise _first_row_too_large(max_bytes) from None
         except Exception as exc:
             if fired.is_set():
-                raise QueryTimeout(
-                    f"the query was interrupted after {time_limit_s:g} s (time limit); make it "
-                    "cheaper: filter earlier, aggregate, or add LIMIT"
-                ) from None
-            raise _classify(exc) from None
+                raise _timed_out(time_limit_s) from None
+            names = {cls.__name__ for cls in type(exc).__mro__}
+            failure = _classify(names, type(exc).__name__, str(exc))
+            if isinstance(failure, DatabaseError):
+                raise  # the driver's own exception says most
+            raise failure from None
         finally:
             if timer is not None:
                 timer.cancel()
@@ -349,67 +368,109 @@ class _QueryRunner:
         ).rows
 
 
-def _fetch(cursor: _Cursor, max_rows: int, max_bytes: int) -> tuple[list[list[Any]], str | None]:
-    """Rows up to both limits, and which limit cut them short (None: all rows fitted)."""
-    rows: list[list[Any]] = []
-    size = 0
-    while True:
-        batch = cursor.fetchmany(min(_FETCH_BATCH, max_rows + 1 - len(rows)))
-        if not batch:
-            return rows, None
-        for raw in batch:
-            if len(rows) == max_rows:
-                return rows, "rows"
-            row = [_json_value(v) for v in raw]
-            size += len(json.dumps(row, ensure_ascii=False, default=str).encode())
-            if size > max_bytes:
-                if not rows:
-                    raise BusinessFailure(
-                        f"the first row alone is larger than the result size limit of "
-                        f"{max_bytes:,} bytes; select fewer or shorter columns "
-                        "(for example left(text, 200))"
-                    )
-                return rows, "bytes"
-            rows.append(row)
+class _ProcessRunner:
+    """Runs checked SQL in worker processes holding the DuckDB file, under the same limits;
+    a query that does not stop at its time limit is stopped with its process."""
+
+    is_duckdb = True
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        if not Path(path).is_file():
+            raise UsageError(f"sql_query: no DuckDB database at {os.fspath(path)!r}")
+        self.pool = WorkerPool(
+            os.fspath(Path(path).resolve()),
+            dict(DUCKDB_LOCKDOWN),
+            address_space_bytes=DUCKDB_ADDRESS_SPACE,
+            max_workers=DUCKDB_WORKERS,
+        )
+        try:
+            self.pool.start()
+        except (DatabaseOpenError, WorkerDiedError) as exc:
+            raise UsageError(
+                f"sql_query: cannot open {os.fspath(path)!r} read-only ({exc})"
+            ) from None
+
+    def dialect(self) -> str:
+        return "duckdb"
+
+    def run(
+        self,
+        sql: str,
+        *,
+        max_rows: int,
+        max_bytes: int,
+        timeout_s: float,
+        time_limit_s: float | None = None,
+    ) -> Rows:
+        limit = time_limit_s or timeout_s
+        request = {"sql": sql, "max_rows": max_rows, "max_bytes": max_bytes, "timeout_s": timeout_s}
+        try:
+            reply = self.pool.query(request, timeout_s + _KILL_GRACE_S)
+        except WorkerOverstayedError:
+            raise _timed_out(limit) from None
+        except WorkerBusyError:
+            raise DatabaseError(
+                f"all {DUCKDB_WORKERS} database workers stayed busy for the {limit:g} s time "
+                "limit; too many queries at once"
+            ) from None
+        except WorkerDiedError as exc:
+            raise BusinessFailure(
+                f"the database engine stopped while running the query ({exc}); it needed more "
+                f"than the {DUCKDB_ADDRESS_SPACE // 1024**3} GiB allowed. Make it cheaper: "
+                "work on fewer or shorter values, filter earlier, aggregate"
+            ) from None
+        if reply.get("timed_out"):
+            raise _timed_out(limit)
+        if reply.get("first_row_too_large"):
+            raise _first_row_too_large(max_bytes)
+        if "error" in reply:
+            error = reply["error"]
+            raise _classify(set(error["names"]), error["type"], error["message"])
+        return Rows(columns=reply["columns"], rows=reply["rows"], truncated=reply["truncated"])
+
+    def fetch_all(self, sql: str) -> list[Any]:
+        """Run our own (trusted) catalog query."""
+        return self.run(
+            sql, max_rows=100_000, max_bytes=100_000_000, timeout_s=DEFAULT_TIMEOUT_S
+        ).rows
 
 
-def _classify(exc: Exception) -> Exception:
-    names = {cls.__name__ for cls in type(exc).__mro__}
+def _timed_out(time_limit_s: float) -> QueryTimeout:
+    return QueryTimeout(
+        f"the query was interrupted after {time_limit_s:g} s (time limit); make it "
+        "cheaper: filter earlier, aggregate, or add LIMIT"
+    )
+
+
+def _first_row_too_large(max_bytes: int) -> BusinessFailure:
+    return BusinessFailure(
+        f"the first row alone is larger than the result size limit of {max_bytes:,} bytes; "
+        "select fewer or shorter columns (for example left(text, 200))"
+    )
+
+
+def _classify(names: set[str], type_name: str, message: str) -> Exception:
+    """A query's fault (the model can fix it: BusinessFailure) or the database's (DatabaseError)."""
     if names & _SYSTEM_ERRORS or not names & (_QUERY_ERRORS | {"PermissionException"}):
-        return exc  # the tool reports it as a system error
-    message = str(exc).strip()
-    return BusinessFailure(f"the database rejected the query: {type(exc).__name__}: {message}")
-
-
-def _json_value(value: Any) -> Any:
-    """Make a database value JSON-friendly without losing precision."""
-    if value is None or isinstance(value, bool | float | str):
-        return value
-    if isinstance(value, int):
-        return value if -(2**63) <= value < 2**63 else str(value)
-    if isinstance(value, datetime.date | datetime.time):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal | uuid.UUID | datetime.timedelta):
-        return str(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return "\\x" + bytes(value).hex()
-    if isinstance(value, list | tuple):
-        return [_json_value(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _json_value(v) for k, v in value.items()}
-    return str(value)
+        return DatabaseError(f"{type_name}: {message.strip()}")
+    hint = ""
+    if "OutOfMemoryException" in names:
+        hint = "; make it cheaper: work on fewer or shorter values, filter earlier, aggregate"
+    return BusinessFailure(
+        f"the database rejected the query: {type_name}: {message.strip()}{hint}"
+    )
 
 
 def read_catalog(
     connection: Any, *, dialect: str | None = None, tables: Iterable[str] | None = None
 ) -> Catalog:
     """The whitelist `sql_query` checks queries against, for calling `check_query` yourself."""
-    dialect = dialect or _guess_dialect(connection)
-    return _read_catalog(_QueryRunner(connection), dialect, tables)[0]
+    runner = _runner_for(connection)
+    return _read_catalog(runner, dialect or runner.dialect(), tables)[0]
 
 
 def _read_catalog(
-    runner: _QueryRunner, dialect: str, wanted: Iterable[str] | None
+    runner: _QueryRunner | _ProcessRunner, dialect: str, wanted: Iterable[str] | None
 ) -> tuple[Catalog, dict[str, list[str]]]:
     """The whitelist queries are checked against, and the columns of each table it holds."""
     wanted = None if wanted is None else list(wanted)
@@ -447,7 +508,7 @@ def _read_catalog(
     return catalog, columns
 
 
-def _functions(runner: _QueryRunner) -> dict[str, Any]:
+def _functions(runner: _QueryRunner | _ProcessRunner) -> dict[str, Any]:
     """The Catalog fields about functions: DuckDB vouches for its built-ins free of side
     effects; other engines cannot say, so only the names the guard denies are refused."""
     if not runner.is_duckdb:

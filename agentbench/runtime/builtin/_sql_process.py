@@ -1,0 +1,187 @@
+"""Worker processes that hold a DuckDB file for `sql_query`, and kill them when they overstay.
+
+A pool per database: a call takes an idle worker (or starts one, up to `max_workers`), sends
+one request line, and waits for the reply line until its deadline; a worker that has not
+answered by then is killed, not waited for, and the next call starts a fresh one. A worker that
+dies mid-query (the kernel's OOM killer, a crash in the engine, the address-space limit) is
+reported with how it died. Workers leave with the pool, with the interpreter, or — watched from
+inside — with the process that started them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import IO, Any
+
+import agentbench.runtime.builtin._sql_worker as _worker_module
+
+_WORKER = Path(_worker_module.__file__)
+_START_TIMEOUT_S = 30.0  # python + duckdb import; generous for loaded CI machines
+_MAX_IDLE = 2
+
+
+class WorkerDiedError(Exception):
+    """The worker process ended without answering; the message says how."""
+
+
+class WorkerOverstayedError(Exception):
+    """The worker did not answer by the deadline and was killed."""
+
+
+class WorkerBusyError(Exception):
+    """Every worker was busy until the deadline."""
+
+
+class _Worker:
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", os.fspath(_WORKER), json.dumps(settings)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._in: IO[bytes] = self.process.stdin
+        self._out: IO[bytes] = self.process.stdout
+
+    def read_reply(self, deadline: float) -> dict[str, Any]:
+        """The next reply line, or WorkerOverstayedError/WorkerDiedError."""
+        line = b""
+        fd = self._out.fileno()
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise WorkerOverstayedError()
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise WorkerDiedError(self._how_it_ended())
+            line += chunk
+        return json.loads(line)
+
+    def send(self, request: dict[str, Any]) -> None:
+        try:
+            self._in.write(json.dumps(request).encode() + b"\n")
+            self._in.flush()
+        except (BrokenPipeError, OSError):
+            raise WorkerDiedError(self._how_it_ended()) from None
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for stream in (self._in, self._out):
+            with contextlib.suppress(OSError):
+                stream.close()
+
+    def _how_it_ended(self) -> str:
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.process.returncode
+        self.kill()
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name
+            if -code == signal.SIGKILL:
+                return f"killed by {name} (most likely out of memory)"
+            return f"killed by {name}"
+        return f"exited with code {code}"
+
+
+class WorkerPool:
+    """Worker processes for one DuckDB file; safe to call from any thread."""
+
+    def __init__(
+        self, path: str, config: dict[str, Any], *, address_space_bytes: int, max_workers: int
+    ) -> None:
+        self.path = path
+        self._settings = {
+            "path": path,
+            "config": config,
+            "address_space_bytes": address_space_bytes,
+            "parent": os.getpid(),
+        }
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(max_workers)
+        self._finalizer = weakref.finalize(self, _kill_all, self._idle)
+
+    def start(self) -> None:
+        """Start one worker now and report whether the database opens (UsageError-worthy)."""
+        worker = self._start_worker(time.monotonic() + _START_TIMEOUT_S)
+        self._give_back(worker)
+
+    def query(self, request: dict[str, Any], wait_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + wait_s
+        if not self._slots.acquire(timeout=max(wait_s, 0.0)):
+            raise WorkerBusyError()
+        try:
+            worker = self._take(deadline)
+            worker.send(request)
+            reply = worker.read_reply(deadline)
+            self._give_back(worker)
+            return reply
+        finally:
+            self._slots.release()
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def _take(self, deadline: float) -> _Worker:
+        with self._lock:
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.alive():
+                    return worker
+                worker.kill()
+        # Starting counts against the caller's deadline, but never less than a fair start.
+        return self._start_worker(max(deadline, time.monotonic() + _START_TIMEOUT_S))
+
+    def _start_worker(self, deadline: float) -> _Worker:
+        if self._settings["parent"] != os.getpid():  # a forked copy of the pool
+            self._settings["parent"] = os.getpid()
+            self._idle.clear()
+        worker = _Worker(self._settings)
+        try:
+            reply = worker.read_reply(deadline)
+        except WorkerOverstayedError:
+            raise WorkerDiedError("did not start in time") from None
+        if "open_error" in reply:
+            worker.kill()
+            error = reply["open_error"]
+            raise DatabaseOpenError(f"{error['type']}: {error['message']}")
+        return worker
+
+    def _give_back(self, worker: _Worker) -> None:
+        with self._lock:
+            if len(self._idle) < _MAX_IDLE and worker.alive():
+                self._idle.append(worker)
+                return
+        worker.kill()
+
+
+class DatabaseOpenError(Exception):
+    """DuckDB would not open the database in the worker."""
+
+
+def _kill_all(workers: list[_Worker]) -> None:
+    while workers:
+        workers.pop().kill()
