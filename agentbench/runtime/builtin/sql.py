@@ -242,7 +242,7 @@ def open_duckdb_read_only(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnec
         ) from None
 
 
-def _runner_for(database: Any) -> _QueryRunner | _ProcessRunner:
+def _runner_for(database: Any) -> _Runner:
     if isinstance(database, str | os.PathLike):
         return _ProcessRunner(database)
     if not callable(getattr(database, "cursor", None)):
@@ -286,7 +286,33 @@ def _guess_dialect(connection: Any) -> str:
     return dialect
 
 
-class _QueryRunner:
+class _Runner:
+    """Where checked SQL runs: `run` under row and size limits and a timeout."""
+
+    is_duckdb: bool
+
+    def dialect(self) -> str:
+        raise NotImplementedError
+
+    def run(
+        self,
+        sql: str,
+        *,
+        max_rows: int,
+        max_bytes: int,
+        timeout_s: float,
+        time_limit_s: float | None = None,
+    ) -> Rows:
+        raise NotImplementedError
+
+    def fetch_all(self, sql: str) -> list[Any]:
+        """Run our own (trusted) catalog query."""
+        return self.run(
+            sql, max_rows=100_000, max_bytes=100_000_000, timeout_s=DEFAULT_TIMEOUT_S
+        ).rows
+
+
+class _QueryRunner(_Runner):
     """Runs checked SQL on a fresh cursor of the caller's connection, under row and size limits
     and an interrupting timeout."""
 
@@ -361,14 +387,8 @@ class _QueryRunner:
             cursor.close()
         return Rows(columns=columns, rows=rows, truncated=truncated)
 
-    def fetch_all(self, sql: str) -> list[Any]:
-        """Run our own (trusted) catalog query."""
-        return self.run(
-            sql, max_rows=100_000, max_bytes=100_000_000, timeout_s=DEFAULT_TIMEOUT_S
-        ).rows
 
-
-class _ProcessRunner:
+class _ProcessRunner(_Runner):
     """Runs checked SQL in worker processes holding the DuckDB file, under the same limits;
     a query that does not stop at its time limit is stopped with its process."""
 
@@ -415,8 +435,9 @@ class _ProcessRunner:
             ) from None
         except WorkerDiedError as exc:
             raise BusinessFailure(
-                f"the database engine stopped while running the query ({exc}); it needed more "
-                f"than the {DUCKDB_ADDRESS_SPACE // 1024**3} GiB allowed. Make it cheaper: "
+                f"the database engine stopped while running the query ({exc}); a query that "
+                f"needs more than the {DUCKDB_ADDRESS_SPACE // 1024**3} GiB allowed ends so. "
+                "Make it cheaper: "
                 "work on fewer or shorter values, filter earlier, aggregate"
             ) from None
         if reply.get("timed_out"):
@@ -427,12 +448,6 @@ class _ProcessRunner:
             error = reply["error"]
             raise _classify(set(error["names"]), error["type"], error["message"])
         return Rows(columns=reply["columns"], rows=reply["rows"], truncated=reply["truncated"])
-
-    def fetch_all(self, sql: str) -> list[Any]:
-        """Run our own (trusted) catalog query."""
-        return self.run(
-            sql, max_rows=100_000, max_bytes=100_000_000, timeout_s=DEFAULT_TIMEOUT_S
-        ).rows
 
 
 def _timed_out(time_limit_s: float) -> QueryTimeout:
@@ -456,9 +471,7 @@ def _classify(names: set[str], type_name: str, message: str) -> Exception:
     hint = ""
     if "OutOfMemoryException" in names:
         hint = "; make it cheaper: work on fewer or shorter values, filter earlier, aggregate"
-    return BusinessFailure(
-        f"the database rejected the query: {type_name}: {message.strip()}{hint}"
-    )
+    return BusinessFailure(f"the database rejected the query: {type_name}: {message.strip()}{hint}")
 
 
 def read_catalog(
@@ -470,7 +483,7 @@ def read_catalog(
 
 
 def _read_catalog(
-    runner: _QueryRunner | _ProcessRunner, dialect: str, wanted: Iterable[str] | None
+    runner: _Runner, dialect: str, wanted: Iterable[str] | None
 ) -> tuple[Catalog, dict[str, list[str]]]:
     """The whitelist queries are checked against, and the columns of each table it holds."""
     wanted = None if wanted is None else list(wanted)
@@ -508,7 +521,7 @@ def _read_catalog(
     return catalog, columns
 
 
-def _functions(runner: _QueryRunner | _ProcessRunner) -> dict[str, Any]:
+def _functions(runner: _Runner) -> dict[str, Any]:
     """The Catalog fields about functions: DuckDB vouches for its built-ins free of side
     effects; other engines cannot say, so only the names the guard denies are refused."""
     if not runner.is_duckdb:
