@@ -54,12 +54,12 @@ class _Worker:
         assert self.process.stdin is not None and self.process.stdout is not None
         self._in: IO[bytes] = self.process.stdin
         self._out: IO[bytes] = self.process.stdout
+        self._pending = b""  # read past the end of the last reply line
 
     def read_reply(self, deadline: float) -> dict[str, Any]:
         """The next reply line, or WorkerOverstayedError/WorkerDiedError."""
-        line = b""
         fd = self._out.fileno()
-        while not line.endswith(b"\n"):
+        while b"\n" not in self._pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
@@ -70,7 +70,8 @@ class _Worker:
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 raise WorkerDiedError(self._how_it_ended())
-            line += chunk
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
         return json.loads(line)
 
     def send(self, request: dict[str, Any]) -> None:
@@ -135,12 +136,23 @@ class WorkerPool:
             raise WorkerBusyError()
         try:
             worker = self._take(deadline)
-            worker.send(request)
+            try:
+                self._hand_over(worker, request, deadline)
+            except WorkerDiedError:
+                # An idle worker that died before the query reached it (killed from outside,
+                # between its last query and this one) never ran it: one fresh worker may.
+                worker = self._start_worker(max(deadline, time.monotonic() + _START_TIMEOUT_S))
+                self._hand_over(worker, request, deadline)
             reply = worker.read_reply(deadline)
             self._give_back(worker)
             return reply
         finally:
             self._slots.release()
+
+    @staticmethod
+    def _hand_over(worker: _Worker, request: dict[str, Any], deadline: float) -> None:
+        worker.send(request)
+        worker.read_reply(deadline)  # {"received": true}
 
     def close(self) -> None:
         self._finalizer()

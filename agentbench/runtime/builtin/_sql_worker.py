@@ -148,6 +148,9 @@ def main() -> None:
         return
     reply({"ready": True, "pid": os.getpid()})
     for line in sys.stdin:
+        # Say the query arrived before running it: a worker that dies before this line was
+        # already gone (the caller may retry elsewhere); one that dies after it died running it.
+        reply({"received": True})
         try:
             reply(run_one(connection, json.loads(line)))
         except MemoryError as exc:
