@@ -2,10 +2,11 @@
 
 A workflow command printed on stdout becomes an annotation on the pull request's diff, at the
 case's line in its suite file. Failing cases (one annotation per case, not per trial) are
-errors — titled as regressions when the baseline passed them; flaky cases and budget
-regressions from the comparison are warnings; a significant pass-rate drop is an error without
-a file. Values are escaped by GitHub's workflow-command rules: `%`, `\\r` and `\\n` in messages,
-and also `:` and `,` in properties.
+errors — titled as regressions when the baseline passed them; flaky cases, budget regressions
+and behaviour changes (scores equal, trajectory not) from the comparison are warnings; a
+significant pass-rate drop is an error without a file.
+Values are escaped by GitHub's workflow-command rules: `%`, `\\r` and `\\n` in messages, and
+also `:` and `,` in properties.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench.ci.paths import split_source
-from agentbench.evals.compare_text import as_data, pct, points
+from agentbench.evals.compare_text import as_data, describe_divergence, pct, points
 from agentbench.evals.stats import TrialOutcome
 from agentbench.trace.redact import Redactor
 
@@ -49,7 +50,7 @@ def github_annotations(
     root: Path | None = None,
     limit: int = MAX_ANNOTATIONS,
 ) -> list[str]:
-    """Workflow-command lines for failing, regressed, flaky and over-budget cases."""
+    """Workflow-command lines for failing, regressed, flaky, over-budget and changed cases."""
     outcomes = list(outcomes)
     data = as_data(comparison) if comparison is not None else None
     kinds = {(c["suite"], c["case_id"]): c for c in data["cases"]} if data else {}
@@ -71,12 +72,15 @@ def github_annotations(
         line = command("error", message, title=title, source=outcome.source, root=root)
         errors.append((0 if regressed else 1, line))
     for change in data["cases"] if data else ():
-        if change["kind"] not in ("flaky", "budget_regression"):
+        if change["kind"] not in ("flaky", "budget_regression", "behaviour_changed"):
             continue
         name = f"{change['suite']}/{change['case_id']}"
         source = _source_of(change, outcomes)
         if change["kind"] == "flaky":
             title, message = f"agentbench: {name} is flaky", _trials(change)
+        elif change["kind"] == "behaviour_changed":
+            title = f"agentbench: {name} behaves differently (scores equal)"
+            message = "first divergence — " + describe_divergence(change["divergences"][0])
         else:
             title, message = f"agentbench: {name} is over budget", "\n".join(change["reasons"])
         warnings.append(command("warning", message, title=title, source=source, root=root))

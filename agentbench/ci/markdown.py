@@ -35,6 +35,7 @@ _TITLES = (
     ("budget_regression", "Budget regressions"),
     ("score_changed", "Score changes"),
     ("flaky", "Flaky (reported, not gating)"),
+    ("behaviour_changed", "Behaviour changed, scores equal (gating only with --fail-on-change)"),
     ("newly_passing", "Newly passing"),
     ("added", "Added (not in the baseline: reported, not gated)"),
     ("removed", "Removed (only in the baseline)"),

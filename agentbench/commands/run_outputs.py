@@ -62,6 +62,7 @@ def judge(
     repo: Path,
     budget_pct: float,
     fail_under: float | None,
+    fail_on_change: bool = False,
 ) -> Verdict:
     """Compare with the baseline when there is one; the gate follows from it, or from the eval."""
     summary = result.summary
@@ -80,9 +81,16 @@ def judge(
             rule = f"the pass rate must reach {fail_under:.0%}" if fail_under is not None else (
                 "every case must pass"
             )
+            if fail_on_change:
+                rule += " (--fail-on-change has no baseline to compare behaviour with)"
             return Verdict(fallback, baseline_note=f"{note}; gating without one: {rule}")
         comparison = compare_evals(
-            store, baseline_id, result.eval_id, budget_pct=budget_pct, fail_under=fail_under
+            store,
+            baseline_id,
+            result.eval_id,
+            budget_pct=budget_pct,
+            fail_under=fail_under,
+            fail_on_change=fail_on_change,
         )
     except Exception as exc:  # the eval is stored; the outputs are still written
         return Verdict(fallback, failure=exc)

@@ -5,7 +5,9 @@ failures and skips do not count), mean score, and mean tokens, cost and latency 
 that ran. The kind says what a reviewer should look at first: `newly_failing` (every counted
 trial passed before, none passes now), `newly_passing`, `flaky` (the trials of either eval
 disagree), `budget_regression` (tokens, cost or latency worse than the budget), `score_changed`,
-`added`, `removed` or `unchanged`.
+`behaviour_changed` (nothing above, but the trajectory differs from the baseline's), `added`,
+`removed` or `unchanged`. Latency is judged only between two live evals: a replayed model call
+takes microseconds, so a replayed run's duration is the machine's load, not the agent's.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ KIND_ORDER = (
     "budget_regression",
     "score_changed",
     "flaky",
+    "behaviour_changed",
     "newly_passing",
     "added",
     "removed",
@@ -168,15 +171,23 @@ class CaseChange:
 
 
 def budget_regressions(
-    before: CaseSide, after: CaseSide, *, budget_pct: float, latency_floor_ms: float
+    before: CaseSide,
+    after: CaseSide,
+    *,
+    budget_pct: float,
+    latency_floor_ms: float,
+    judge_latency: bool = True,
 ) -> list[str]:
-    """Sentences for each of tokens, cost and latency that grew by more than `budget_pct`."""
+    """Sentences for each of tokens, cost and latency (when `judge_latency`) that grew by more
+    than `budget_pct`."""
     found = []
     for label, old, new, floor, unit in (
         ("tokens", before.tokens, after.tokens, 0.0, ""),
         ("cost", before.cost_usd, after.cost_usd, 0.0, "$"),
         ("latency", before.duration_ms, after.duration_ms, latency_floor_ms, " ms"),
     ):
+        if label == "latency" and not judge_latency:
+            continue
         if old is None or new is None or new - old <= floor:
             continue
         if old <= 0:
@@ -203,8 +214,10 @@ def classify(
     *,
     budget_pct: float,
     latency_floor_ms: float,
+    judge_latency: bool = True,
 ) -> CaseChange:
-    """The kind of change of one case (divergences and steps are filled in later)."""
+    """The kind of change of one case (divergences and steps are filled in later, and with
+    them `behaviour_changed`: see `mark_behaviour_changed`)."""
     if before is None or after is None:
         kind = "added" if before is None else "removed"
         reasons = list(after.reasons) if after is not None else []
@@ -215,7 +228,11 @@ def classify(
     change = CaseChange(suite, case_id, "unchanged", before, after, delta, list(after.reasons))
     old, new = before.fraction, after.fraction
     budget = budget_regressions(
-        before, after, budget_pct=budget_pct, latency_floor_ms=latency_floor_ms
+        before,
+        after,
+        budget_pct=budget_pct,
+        latency_floor_ms=latency_floor_ms,
+        judge_latency=judge_latency,
     )
     if old == 1.0 and new == 0.0:
         change.kind = "newly_failing"
@@ -229,6 +246,14 @@ def classify(
     elif delta is not None and abs(delta) > _SCORE_EPSILON:
         change.kind = "score_changed"
     return change
+
+
+def mark_behaviour_changed(change: CaseChange) -> None:
+    """An `unchanged` case whose trajectory differs from the baseline's (or whose requests
+    drifted from its recording) is `behaviour_changed`: equal scores do not mean equal
+    behaviour, and a framework upgrade must be able to see the difference."""
+    if change.kind == "unchanged" and change.divergences:
+        change.kind = "behaviour_changed"
 
 
 def sort_key(change: CaseChange) -> tuple[int, str, str]:

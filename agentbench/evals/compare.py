@@ -2,8 +2,9 @@
 
 `compare_evals(store, baseline, current)` reads both evals' results from the trace store, folds
 each case's trials into one side per eval (`case_changes`), classifies the change, aligns the
-stored trajectories of every changed case (so a newly failing case shows the first step where
-it behaved differently), and tests whether the pass rate dropped (`significance`). The
+stored trajectories of every case (so a newly failing case shows the first step where it
+behaved differently, and a case whose scores did not move but whose trajectory did is
+`behaviour_changed`), and tests whether the pass rate dropped (`significance`). The
 `Comparison` is plain data: `as_dict()` is what the HTML report, the markdown summary and
 `agentbench diff --json` render.
 """
@@ -18,7 +19,14 @@ from typing import Any
 from agentbench.errors import UsageError
 from agentbench.evals import results_store
 from agentbench.evals.baseline import stored_evals
-from agentbench.evals.case_changes import CaseChange, CaseSide, classify, fold, sort_key
+from agentbench.evals.case_changes import (
+    CaseChange,
+    CaseSide,
+    classify,
+    fold,
+    mark_behaviour_changed,
+    sort_key,
+)
 from agentbench.evals.gate import gate
 from agentbench.evals.significance import (
     CaseCounts,
@@ -28,12 +36,12 @@ from agentbench.evals.significance import (
 )
 from agentbench.evals.stats import TrialOutcome
 from agentbench.replay.convert import stored_trajectories
-from agentbench.replay.diff import Divergence, align
+from agentbench.replay.diff import Divergence, align, by_cause
 from agentbench.replay.drift import Change
-from agentbench.replay.trajectory import model_call_position
+from agentbench.replay.trajectory import Step, model_call_position
+from agentbench.trace._json import loads
 
 SIGNIFICANCE_LEVEL = 0.05
-
 
 @dataclass
 class Comparison:
@@ -101,14 +109,16 @@ def compare_evals(
     budget_pct: float = 20.0,
     latency_floor_ms: float = 500.0,
     fail_under: float | None = None,
+    fail_on_change: bool = False,
     resamples: int = 2000,
     seed: int = 0,
 ) -> Comparison:
     """Compare `current_eval_id` with `baseline_eval_id`, both stored in `store`.
 
-    A latency increase counts against the budget only when it is also more than
-    `latency_floor_ms`: replayed cases on a shared two-core machine vary by a few hundred
-    milliseconds between identical runs. `fail_under` is passed on to the gate.
+    Latency is judged against the budget only when both evals called a live model, and then
+    only an increase of more than `latency_floor_ms` too: live cases on a shared two-core
+    machine vary by a few hundred milliseconds between identical runs. `fail_under` and
+    `fail_on_change` are passed on to the gate.
     """
     sides: dict[str, dict[tuple[str, str], CaseSide]] = {}
     for eval_id in (baseline_eval_id, current_eval_id):
@@ -120,6 +130,7 @@ def compare_evals(
     # running one suite against a baseline of four does not remove the other three.
     suites_before, suites_after = {s for s, _ in before}, {s for s, _ in after}
     shared = suites_before & suites_after
+    judge_latency = _ran_live(store, baseline_eval_id) and _ran_live(store, current_eval_id)
     changes = [
         classify(
             suite,
@@ -128,11 +139,16 @@ def compare_evals(
             after.get((suite, case_id)),
             budget_pct=budget_pct,
             latency_floor_ms=latency_floor_ms,
+            judge_latency=judge_latency,
         )
         for suite, case_id in sorted(before.keys() | after.keys())
         if suite in shared
     ]
-    _attach_trajectories(store, [c for c in changes if c.kind != "unchanged"])
+    _attach_trajectories(store, changes)
+    for change in changes:
+        mark_behaviour_changed(change)
+        if change.kind == "unchanged":  # the same steps twice: nothing to show
+            change.baseline_steps, change.current_steps = [], []
     changes.sort(key=sort_key)
     paired = [c for c in changes if _counted(c.baseline) and _counted(c.current)]
     # Rates, delta and test over the cases both evals ran: an added or removed case moves
@@ -156,9 +172,18 @@ def compare_evals(
     comparison.gate_failed, comparison.gate_reasons = gate(
         comparison,
         fail_under=fail_under,
+        fail_on_change=fail_on_change,
         current_pass_rate=_rate(after.values()),  # --fail-under is about the whole eval
     )
     return comparison
+
+
+def _ran_live(store: Any, eval_id: str) -> bool:
+    """The eval called a live model (`--live`); replayed, or stored without saying, is not."""
+    with store.reading() as conn:
+        row = conn.execute("SELECT config FROM evals WHERE eval_id = ?", [eval_id]).fetchone()
+    config = loads(row[0]) if row and row[0] else None
+    return isinstance(config, dict) and config.get("live") is True
 
 
 def _code_version(store: Any, eval_id: str) -> str | None:
@@ -205,27 +230,47 @@ def _runs(side: CaseSide | None) -> list[str]:
 
 
 def _attach_trajectories(store: Any, changes: list[CaseChange]) -> None:
-    """Each changed case's steps on both sides (every turn), aligned; read in one go."""
+    """Each case's steps on both sides (every turn, in order), aligned; read in one go."""
     wanted = {run for c in changes for side in (c.baseline, c.current) for run in _runs(side)}
     # A run that is not in the store (results imported without their traces) is left out; a
     # stored run that cannot be read back is an error, never silently "no divergence".
     steps = stored_trajectories(store, sorted(wanted), missing_ok=True) if wanted else {}
     for change in changes:
+        turns = [list(steps.get(r, ())) for r in _runs(change.current)]
         change.baseline_steps = [s for r in _runs(change.baseline) for s in steps.get(r, ())]
-        change.current_steps = [s for r in _runs(change.current) for s in steps.get(r, ())]
+        change.current_steps = [s for turn in turns for s in turn]
         if change.baseline_steps and change.current_steps:
             change.divergences = align(change.baseline_steps, change.current_steps)
         if change.current is not None and change.current.drifts:
             # Replayed answers keep the steps alike when only the prompt changed: the drifted
             # request is then where the runs diverged.
             change.divergences = _drift_divergences(change) + change.divergences
-            change.divergences.sort(key=lambda d: (d.position, d.cls != "request_drift"))
+        change.divergences = by_cause(change.divergences)
+        if len(turns) > 1:
+            _name_turns(change.divergences, turns)
+
+
+def _name_turns(divergences: list[Divergence], turns: list[list[Step]]) -> None:
+    """Step numbers restart with each turn of a conversation: say which turn a difference is
+    in, so a turn-1 cause is not read as a step of the last turn."""
+    ends, total = [], 0
+    for turn in turns:
+        total += len(turn)
+        ends.append(total)
+    for divergence in divergences:
+        turn = next((i for i, end in enumerate(ends, 1) if divergence.position < end), len(ends))
+        divergence.label = f"{divergence.label}, turn {turn} of {len(turns)}"
 
 
 def _drift_divergences(change: CaseChange) -> list[Divergence]:
+    """The current side's drifted requests, less those the baseline drifted in the same way:
+    a case that drifts from its cassette identically in both evals behaved the same in both."""
     steps = change.current_steps
+    already = [_drift_key(d) for d in change.baseline.drifts] if change.baseline else []
     found = []
     for drift in change.current.drifts if change.current else ():
+        if _drift_key(drift) in already:
+            continue
         position = model_call_position(steps, drift["call"])
         found.append(
             Divergence(
@@ -238,3 +283,7 @@ def _drift_divergences(change: CaseChange) -> list[Divergence]:
             )
         )
     return found
+
+
+def _drift_key(drift: dict[str, Any]) -> tuple[Any, ...]:
+    return (drift.get("call"), drift.get("agent"), repr(drift.get("changes")))

@@ -2,7 +2,8 @@
 
 It reads the `Comparison.as_dict()` shape (so a comparison loaded from JSON renders the same):
 the pass rates with the delta, its 95% interval and the test's p-value, then newly failing
-cases with their reasons and first divergent step, then the other kinds, then the gate.
+cases with their reasons and first divergent step, then the other kinds (a case whose behaviour
+changed with its first divergent step too), then the gate.
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ _SECTIONS = (
     ("budget_regression", "budget regressions"),
     ("score_changed", "score changes"),
     ("flaky", "flaky (reported, not gating)"),
+    ("behaviour_changed", "behaviour changed, scores equal (gating only with --fail-on-change)"),
     ("newly_passing", "newly passing"),
     ("added", "added (not in the baseline: reported, not gated)"),
     ("removed", "removed (only in the baseline)"),
@@ -169,7 +171,7 @@ def comparison_text(comparison: Any) -> str:
         lines.append("")
         lines.append(f"{title} ({len(found)}):")
         for case in found[:MAX_LISTED]:
-            if kind in ("newly_failing", "flaky"):
+            if kind in ("newly_failing", "flaky", "behaviour_changed"):
                 lines.extend(_detailed(case))
             elif kind == "budget_regression":
                 budget = [r for r in case["reasons"] if r.startswith(BUDGET_PREFIXES)]

@@ -4,9 +4,12 @@ Four things fail it: the pass rate is under `--fail-under`; a case that passed i
 fails now (unless its trials disagree — a flaky case is reported, never gating, so one unlucky
 trial does not block a merge); a failing case that no clean baseline excuses (it is new, or
 the baseline that failed it too ran uncommitted code); or the pass rate dropped significantly
-(sign test p < 0.05).
-Budget regressions, score changes and cases that were already failing are reported elsewhere
-and do not gate here; `agentbench run` without a baseline keeps its own rule (any failure).
+(sign test p < 0.05). With `--fail-on-change` (a framework upgrade that must not change
+behaviour) a fifth does: any case whose trajectory differs from the baseline's, scores equal
+or not.
+Budget regressions, score changes, behaviour changes (without `--fail-on-change`) and cases
+that were already failing are reported elsewhere and do not gate here; `agentbench run`
+without a baseline keeps its own rule (any failure).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def gate(
     comparison: Comparison | None,
     *,
     fail_under: float | None,
+    fail_on_change: bool = False,
     current_pass_rate: float | None = None,
 ) -> tuple[bool, list[str]]:
     """(failed, reasons). `current_pass_rate` defaults to the comparison's current rate."""
@@ -66,7 +70,26 @@ def gate(
             f"{_pct(comparison.current_rate)} ({_points(comparison.delta)} points{interval}; "
             f"sign test p = {comparison.p_value:.3g} over {comparison.paired_cases} paired cases)."
         )
+    if fail_on_change:
+        changed = _changed_behaviour(comparison.cases)
+        if changed:
+            reasons.append(_change_reason(changed))
     return bool(reasons), reasons
+
+
+def _changed_behaviour(cases: list[CaseChange]) -> list[CaseChange]:
+    """Cases both evals ran whose trajectories differ, in the comparison's order."""
+    return [c for c in cases if c.baseline is not None and c.current is not None and c.divergences]
+
+
+def _change_reason(changed: list[CaseChange]) -> str:
+    first = changed[0]
+    where = f" ({first.source})" if first.source else ""
+    d = first.divergences[0]
+    return (
+        f"{len(changed)} case(s) changed behaviour (--fail-on-change); the first, "
+        f"{first.name}{where}: {d.cls} at step {d.step} ({d.agent}), {_clip(d.label)}."
+    )
 
 
 def _failing_reason(change: CaseChange, *, dirty_baseline: bool) -> str | None:

@@ -23,6 +23,7 @@ KIND_ORDER = (
     ("score_changed", "Score changed"),
     ("budget_regression", "Budget regressions"),
     ("flaky", "Flaky"),
+    ("behaviour_changed", "Behaviour changed (scores equal)"),
     ("newly_passing", "Newly passing"),
     ("added", "Added cases"),
     ("removed", "Removed cases"),
