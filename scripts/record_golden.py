@@ -34,6 +34,8 @@ POLICIES = {
     "reference-sql": "golden.sql_analyst.reference",
     "reference-cs": "golden.customer_service.reference",
     "reference-brakes": "golden.brakes.reference",
+    "reference-memory": "golden.memory.reference",
+    "reference-mechanisms": "golden.mechanisms.reference",
 }
 
 

@@ -85,7 +85,7 @@ def test_an_agent_that_raises_at_import_is_its_suites_error(repo: Path, capsys) 
         f"suite error: {repo / 'golden' / 'brakes' / 'suite.yaml'}:7:1: agent: importing "
         "'golden.brakes.agent' raised RuntimeError: no API settings"
     )
-    assert "sre    13" in out  # the other suite ran
+    assert "sre    14" in out  # the other suite ran
 
 
 def test_a_setup_that_raises_is_its_suites_error(repo: Path, capsys) -> None:
@@ -115,7 +115,7 @@ def test_where_things_land_does_not_depend_on_the_working_directory(
     assert data["store"] == str(repo / ".agentbench" / "traces.duckdb")
     assert data["report"].startswith(str(repo / "reports"))
     assert not (elsewhere / ".agentbench").exists() and not (elsewhere / "reports").exists()
-    assert data["summary"]["trials"] == 13
+    assert data["summary"]["trials"] == 14
     rows = main(["traces", "sql", "SELECT DISTINCT code_version FROM evals", "--format", "json",
                  "--db", data["store"]])
     assert rows == 0
@@ -168,5 +168,5 @@ def test_what_could_be_written_is_written_when_the_comparison_fails(
     assert "unexpected RuntimeError at" in captured.err and "comparison exploded" in captured.err
     assert "Traceback" not in captured.err
     # the eval, its JUnit, its summary and its report were kept
-    assert junit.read_text().count("<testcase") == 13 and summary.is_file()
+    assert junit.read_text().count("<testcase") == 14 and summary.is_file()
     assert "results: " in captured.out and list((repo / "reports").glob("*/index.html"))

@@ -244,9 +244,10 @@ def test_every_problem_is_reported_with_file_line_and_field(tmp_path: Path) -> N
         "or 'path/to/file.py:attribute'; got 'not a reference'",
         "suite.yaml:2:1: trials: expected greater than or equal to 1; got 0",
         "suite.yaml:4:5: scorers[0].stop_reson: unknown scorer 'stop_reson'; expected one of: "
-        "stop_reason, output_regex, output_json_schema, max_steps, output_contains, cost_budget, "
-        "tool_called, custom, token_budget, output_number, output_not_contains, tool_not_called, "
-        "trajectory, latency_budget, llm_judge, output_equals",
+        "stop_reason, tool_result, output_regex, output_json_schema, max_steps, output_contains, "
+        "cost_budget, tool_called, custom, token_budget, output_number, output_not_contains, "
+        "tool_not_called, trajectory, model_shown, latency_budget, model_not_shown, llm_judge, "
+        "output_equals",
         "suite.yaml:5:5: scorers[1]: an expectation has one scorer name as its only key; got "
         "tool_called, times (indent the parameters under the scorer name)",
         "suite.yaml:9:5: cases[0].id: a case id may use only letters, digits, '_', '.' and '-'; "

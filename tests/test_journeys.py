@@ -40,6 +40,8 @@ AGENTS = {
     "customer_service": "golden.customer_service.agent:desk",
     "sql_analyst": "golden.sql_analyst.agent:sql_agent",
     "sre": "golden.sre.agent:sre_agent",
+    "memory": "golden.memory.agent:travel_agent",
+    "mechanisms": "golden.mechanisms.agent:desk",
 }
 
 
@@ -151,6 +153,17 @@ CHANGES: dict[str, list[Change]] = {
             ),
         ),
         change("limit", BRAKE, *lower_limit("    tools=[cluster_status,", IMPORT_LIMITS)),
+    ],
+    "memory": [
+        change("tool_result", {"tool_result_changed"}, edit('"Lisbon: 24°C', '"Lisbon: 25°C')),
+    ],
+    "mechanisms": [
+        # A request-only token written to the session instead: it now crosses the handoff.
+        change(
+            "context_scope",
+            {"extra_step", "missing_step", "context_changed"},
+            edit('-7f3a", scope="request")', '-7f3a")'),
+        ),
     ],
 }
 JOURNEYS = [(suite, c) for suite, changes in CHANGES.items() for c in changes]

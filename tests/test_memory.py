@@ -319,3 +319,32 @@ def test_compaction_always_yields_a_valid_conversation(
         )
         floor += len(units[-1].messages)
         assert len(out) <= max(max_messages, floor)
+
+
+async def test_a_new_long_tool_result_is_cut_even_where_a_dropped_one_lived() -> None:
+    """Compaction lets go of checked tool messages; CPython hands their addresses to new dicts.
+    A new oversized result must be cut all the same, however memory happens to be reused."""
+    from agentbench.runtime.memory import Memory
+
+    async def no_model(*_: object, **__: object) -> None:  # dropping never summarizes
+        raise AssertionError("no summary expected")
+
+    sent_uncut = 0
+    for _ in range(50):
+        memory = Memory(MemoryPolicy(max_messages=6, keep_recent=1, tool_result_chars=100))
+        conversation: list[dict] = [{"role": "user", "content": "go"}]
+        for turn in range(8):
+            call_id = f"call_{turn}"
+            conversation += [
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": call_id, "type": "function",
+                     "function": {"name": "t", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": call_id,
+                 "content": ("x" * 500) if turn % 2 else "short"},
+            ]  # fmt: skip
+            sent, _ = await memory.prepare(conversation, 10, no_model)
+            conversation = list(sent)
+            last = sent[-1]
+            if len(last["content"]) > 200:
+                sent_uncut += 1
+    assert sent_uncut == 0

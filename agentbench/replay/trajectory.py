@@ -19,9 +19,9 @@ from pydantic import BaseModel
 
 @dataclass(frozen=True)
 class Step:
-    kind: (
-        str  # model_call | tool_call | tool_rejected | context | memory | handoff | guard | run_end
-    )
+    # model_call | tool_call | tool_rejected | context | memory | handoff | guard | run_end;
+    # a context step whose op is "start" is the context its run was handed
+    kind: str
     agent: str
     step: int  # the model-call iteration of its run this step belongs to
     signature: tuple[Any, ...]
@@ -46,6 +46,8 @@ class Step:
         """A short human name: `tool lookup_order`, `handoff`, `context session:x.y`."""
         if self.kind in ("tool_call", "tool_rejected"):
             return f"{self.kind.replace('_', ' ')} {self.signature[2]}"
+        if self.kind == "context" and self.signature[4] == "start":
+            return f"context {self.signature[2]} at run start"
         if self.kind == "context":
             return f"context {self.signature[2]}:{self.signature[3]} ({self.signature[4]})"
         if self.kind == "memory":
@@ -85,6 +87,28 @@ def plain(value: Any) -> Any:
     return orjson.loads(orjson.dumps(value, default=fallback, option=orjson.OPT_NON_STR_KEYS))
 
 
+def _start_steps(event: Any) -> list[Step]:
+    """The context a run starts with, one step per scope that holds anything.
+
+    What a run is handed (by the caller, the previous turn, or a handoff) is behaviour too:
+    a request-scope variable that crosses a handoff shows as an extra step of the receiving
+    run, a session variable that no longer does as a missing one. A run handed nothing has no
+    such step, so runs without context keep the trajectory they always had.
+    """
+    scopes = event.context or {}
+    return [
+        Step(
+            "context",
+            event.agent,
+            0,
+            ("context", event.agent, scope, "", "start"),
+            {"new": canonical(scopes[scope])},
+        )
+        for scope in ("global", "session", "request")
+        if scopes.get(scope)
+    ]
+
+
 def _step(event: Any) -> Step | None:
     kind, agent = event.kind, event.agent
     number = getattr(event, "step", 0)
@@ -101,17 +125,16 @@ def _step(event: Any) -> Step | None:
     if kind == "tool_finished":
         result = event.result
         value = result.data if result.kind == "ok" else result.error
-        return Step(
-            "tool_call",
-            agent,
-            number,
-            ("tool_call", agent, event.tool),
-            {
-                "arguments": canonical(event.arguments),
-                "result_kind": str(result.kind),
-                "result": canonical(value),
-            },
-        )
+        detail = {
+            "arguments": canonical(event.arguments),
+            "result_kind": str(result.kind),
+            "result": canonical(value),
+        }
+        if result.kind != "ok" and result.data is not None:
+            # A failure can carry data the model is shown too (a program's output before its
+            # exception): a change there is a changed result, not only a drifted request.
+            detail["data"] = canonical(result.data)
+        return Step("tool_call", agent, number, ("tool_call", agent, event.tool), detail)
     if kind == "tool_call_rejected":
         return Step(
             "tool_rejected",
@@ -134,7 +157,13 @@ def _step(event: Any) -> Step | None:
             agent,
             number,
             ("memory", agent, event.action),
-            {"reason": event.reason, "messages": event.messages, "summary": event.summary},
+            {
+                "reason": event.reason,
+                "messages": event.messages,
+                "summary": event.summary,
+                # which messages: dropping the newest instead of the oldest is a change too
+                **({"detail": canonical(event.detail)} if event.detail else {}),
+            },
         )
     if kind == "handoff":
         return Step(
@@ -155,7 +184,13 @@ def _step(event: Any) -> Step | None:
 
 def trajectory(events: Iterable[Any]) -> list[Step]:
     """The steps of a run (or of a whole conversation's runs), in order."""
-    return [step for event in events if (step := _step(event)) is not None]
+    steps: list[Step] = []
+    for event in events:
+        if event.kind == "run_started":
+            steps.extend(_start_steps(event))
+        elif (step := _step(event)) is not None:
+            steps.append(step)
+    return steps
 
 
 def model_call_position(steps: list[Step], call: int) -> int:

@@ -58,12 +58,17 @@ class Context:
             )
         return cls(session=copy.deepcopy(dict(value)))
 
-    def as_dict(self) -> dict[str, dict[str, Any]]:
-        return {
+    def as_dict(self) -> dict[str, Any]:
+        scopes: dict[str, Any] = {
             "global": dict(self.global_),
             "session": dict(self.session),
             "request": dict(self.request),
         }
+        # Pinned facts are part of what a turn starts with (memory shows them to the model):
+        # a stored run replayed or promoted without them would send a different request.
+        if self.pinned:
+            scopes["pinned"] = list(self.pinned)
+        return scopes
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,9 @@ class Memory:
         self.policy = policy
         self.pinned: set[int] = set()  # id() of pinned message dicts
         self.outcomes: dict[str, str] = {}  # tool_call_id -> result kind or "rejected"
-        self._checked: set[int] = set()  # tool messages already truncated or short enough
+        # Tool messages already truncated or short enough, by id. The message is kept with its
+        # id: a dict compaction let go of could otherwise hand its id to a new, uncut message.
+        self._checked: dict[int, dict[str, Any]] = {}
         self._reported_tokens: int | None = None  # prompt tokens the model last reported
         self._reported_at: int = 0  # how many messages that report covered
 
@@ -158,7 +160,7 @@ class Memory:
                 # A new dict: the request already recorded keeps the original message.
                 message = {**message, "content": text}
                 cut.append(message["tool_call_id"])
-            self._checked.add(id(message))
+            self._checked[id(message)] = message
             out.append(message)
         if cut:
             decisions.append(
@@ -314,7 +316,10 @@ class Memory:
                 sum(len(units[i].messages) for i in drop),
                 before,
                 self._fresh_estimate(join_units(kept), system_tokens),
-                detail={"roles": [units[i].messages[0].get("role") for i in sorted(drop)]},
+                detail={
+                    "roles": [units[i].messages[0].get("role") for i in sorted(drop)],
+                    "units": sorted(drop),  # which: the oldest, or (a bug) the newest
+                },
             )
         )
         return kept

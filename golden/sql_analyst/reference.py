@@ -49,7 +49,28 @@ def _products(match: re.Match[str], request: dict[str, Any]) -> Any:
     return "The database has no product data, so I can't tell which product sold most."
 
 
+def _every_pair(match: re.Match[str], request: dict[str, Any]) -> Any:
+    """A query with more rows than the tool returns: the answer says the list was cut."""
+    seen = results_of(request, "sql_query")
+    if not seen:
+        return call(
+            "sql_query",
+            query="SELECT a.id AS first, b.id AS second, a.amount - b.amount AS difference "
+            "FROM orders a CROSS JOIN orders b ORDER BY a.id, b.id",
+        )
+    if seen[-1].failed:
+        return f"The query failed: {seen[-1].content.splitlines()[0]}"
+    result = seen[-1].json()
+    if result.get("truncated"):
+        return (
+            f"I only got the first {result['row_count']} pairs: {result['note']}. "
+            "Ask for a summary instead, such as the largest difference."
+        )
+    return f"There are {result['row_count']} pairs."
+
+
 RULES = [
+    (r"every order with every other", _every_pair),
     (
         r"how many orders are there",
         _ask(

@@ -132,7 +132,29 @@ def _forecast(match: re.Match[str], request: dict[str, Any]) -> Any:
     return f"It is at {status[-1].json()['cpu_pct']}% CPU now; I have no forecast data."
 
 
+SMOKE_TEST = """\
+for number in range(1, 1201):
+    print(f"record {number:04d}: parsed ok")
+raise ValueError("record 1201: timestamp '2026-13-01' is not a valid date")
+"""
+
+
+def _smoke_test(match: re.Match[str], request: dict[str, Any]) -> Any:
+    """A long run that ends in an exception: what the model gets back is cut, error kept."""
+    runs = results_of(request, "python_sandbox")
+    if not runs:
+        return call("python_sandbox", code=SMOKE_TEST)
+    text = runs[-1].content
+    error = re.search(r"the program raised (\w+: [^\n{]*?) \{", text)
+    cut = re.search(r"…\[([\d,]+) of ([\d,]+) bytes cut\]…", text)
+    parts = [f"The parser failed: {error.group(1) if error else 'no error shown'}."]
+    if cut:
+        parts.append(f"Its output was cut ({cut.group(1)} of {cut.group(2)} bytes not shown).")
+    return " ".join(parts)
+
+
 RULES = [
+    (r"log parser smoke test", _smoke_test),
     (r"how many (?:cpu )?cores are busy in ([\w-]+)", _busy_cores),
     (r"headroom does ([\w-]+) have before (?:the )?(\d+)%", _headroom),
     (r"p(\d+) latency of (?:the )?(\w+)", _percentile),

@@ -1,8 +1,9 @@
 """Scorers: small checks that turn one scored case into `Score`s with readable reasons.
 
 Built-in types (by name): output_equals, output_contains, output_not_contains, output_regex,
-output_json_schema, output_number, tool_called, tool_not_called, trajectory, stop_reason,
-max_steps, token_budget, cost_budget, latency_budget, llm_judge, custom. Build one with
+output_json_schema, output_number, tool_called, tool_not_called, tool_result, model_shown,
+model_not_shown, trajectory, stop_reason, max_steps, token_budget, cost_budget, latency_budget,
+llm_judge, custom. Build one with
 `build_scorer(name, params)`; write your own with `@scorer`.
 """
 
@@ -13,6 +14,8 @@ from agentbench.evals.scorers import (  # noqa: F401 - importing registers the b
     outcome,
     output_data,
     output_text,
+    shown,
+    tool_results,
     tool_use,
     trajectory_match,
 )
