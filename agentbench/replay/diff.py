@@ -7,20 +7,24 @@ differ are classified: `tool_args_changed`, `tool_result_changed`, `handoff_chan
 differently), `context_changed`, `memory_changed`; unaligned steps are `missing_step` (in the
 original only) or `extra_step` (in the new run only); a recorded call the current code
 rejects is `tool_args_changed`. Request drift joins as `request_drift` at its model call: found
-during replay when replay is strict, or between two stored runs (`request_divergences`).
+during replay, or between two stored runs (`request_divergences`). Every list of divergences
+is ordered by `by_cause` (cause before consequence), so its first entry is the root cause.
 """
 
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from agentbench.replay.drift import Change, around_difference, request_diff
 from agentbench.replay.masked import fits
-from agentbench.replay.trajectory import Step
+from agentbench.replay.trajectory import Step, trajectory
+
+if TYPE_CHECKING:
+    from agentbench.replay.models import DriftAt
 
 DIVERGENCE_CLASSES = (
     "request_drift",
@@ -105,8 +109,8 @@ def _classify(old: Step, new: Step, position: int) -> Divergence | None:
             new.agent,
             new.step,
             new.label(),
-            {k: old.detail[k] for k in ("result_kind", "result")},
-            {k: new.detail[k] for k in ("result_kind", "result")},
+            {k: old.detail.get(k) for k in _result_keys(old, new)},
+            {k: new.detail.get(k) for k in _result_keys(old, new)},
         )
     if new.kind == "tool_rejected":
         return made("tool_args_changed")
@@ -125,14 +129,16 @@ def _classify(old: Step, new: Step, position: int) -> Divergence | None:
     return None
 
 
+def _result_keys(old: Step, new: Step) -> list[str]:
+    """What a tool call's result is: its kind, its value, and a failure's data when it had any."""
+    return [k for k in ("result_kind", "result", "data") if k in old.detail or k in new.detail]
+
+
 def align(original: list[Step], new: list[Step]) -> list[Divergence]:
     """Every difference between two trajectories, in the order of the new one; at one
-    position, the difference of the earlier step first (see `_earliest_first`)."""
-    matcher = difflib.SequenceMatcher(
-        a=[s.signature for s in original], b=[s.signature for s in new], autojunk=False
-    )
+    position, cause before consequence (see `by_cause`)."""
     found: list[Divergence] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _opcodes(original, new):
         if tag == "equal":
             for offset in range(i2 - i1):
                 divergence = _classify(original[i1 + offset], new[j1 + offset], j1 + offset)
@@ -140,7 +146,28 @@ def align(original: list[Step], new: list[Step]) -> list[Divergence]:
                     found.append(divergence)
         else:
             found.extend(_unaligned(original, new, range(i1, i2), range(j1, j2)))
-    return _earliest_first(found)
+    return by_cause(found)
+
+
+def _opcodes(original: list[Step], new: list[Step]) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes, after the steps both runs begin with alike. A run that repeats a
+    step (the same search, call after call) matches many ways; difflib prefers the longest
+    block, which may hold the run's end and leave its beginning "changed". Runs diverge from a
+    common start, so the shared beginning is kept aligned and only the rest is matched."""
+    same = 0
+    for old_step, new_step in zip(original, new, strict=False):
+        if old_step.signature != new_step.signature:
+            break
+        same += 1
+    matcher = difflib.SequenceMatcher(
+        a=[s.signature for s in original[same:]],
+        b=[s.signature for s in new[same:]],
+        autojunk=False,
+    )
+    opcodes = [("equal", 0, same, 0, same)] if same else []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        opcodes.append((tag, i1 + same, i2 + same, j1 + same, j2 + same))
+    return opcodes
 
 
 def _unaligned(
@@ -220,15 +247,41 @@ def _rejected(old: Step, now: Step, position: int) -> Divergence:
     )
 
 
-_RANK = {"extra_step": 0, "missing_step": 1}  # then every other class
+# Cause before consequence, for differences at one position and step of one agent: what
+# the run did instead (an extra step) and what it no longer did (a missing step, such as a
+# warning the next request would have carried), then what the model was shown (context,
+# memory), then the request it was sent, then everything that request led to (including
+# the steps missing from a model call that was never answered: `_after_its_model_call`).
+CAUSE_ORDER = (
+    "extra_step",
+    "missing_step",
+    "context_changed",
+    "memory_changed",
+    "request_drift",
+    # what the model answered to the request, what the run then did, how it ended
+    "response_changed",
+    "tool_args_changed",
+    "tool_result_changed",
+    "handoff_changed",
+    "output_changed",
+    "stop_reason_changed",
+)
+_RANK = {cls: rank for rank, cls in enumerate(CAUSE_ORDER)}
 
 
-def _earliest_first(found: list[Divergence]) -> list[Divergence]:
-    """Keep the new trajectory's order, but where several differences share a position (an
-    old and a new step paired in a replaced block, missing steps before a changed one), the
-    one from the earlier step of the run comes first, an extra step before a missing one: the
-    behaviour changed there first. Step numbers only order steps of one agent's run, so a
-    position shared by several agents keeps the order of the alignment."""
+def cause_rank(divergence: Divergence) -> int:
+    """Where a divergence's class stands in `CAUSE_ORDER` (every other class after it)."""
+    return _RANK.get(divergence.cls, len(CAUSE_ORDER))
+
+
+def by_cause(found: list[Divergence]) -> list[Divergence]:
+    """Divergences in the one order every report uses, cause before consequence: by
+    position in the new trajectory; where several share a position (an old and a new step
+    paired in a replaced block, missing steps before a changed one, a drifted request at
+    its model call), the earlier step of the run first, then by `CAUSE_ORDER`. Step numbers
+    only order steps of one agent's run, so a position shared by several agents is ordered
+    by class alone. The first divergence is then the root cause and the rest its downstream
+    effects (or later, independent changes)."""
     found = sorted(found, key=lambda d: d.position)
     ordered: list[Divergence] = []
     index = 0
@@ -238,12 +291,33 @@ def _earliest_first(found: list[Divergence]) -> list[Divergence]:
             end += 1
         group = found[index:end]
         if len({d.agent for d in group}) == 1:
-            group.sort(key=lambda d: (d.step, _RANK.get(d.cls, 2)))
+            after_call = _after_its_model_call(group)
+            group.sort(key=lambda d: (d.step, id(d) in after_call, cause_rank(d)))
         else:
-            group.sort(key=lambda d: _RANK.get(d.cls, 2))
+            group.sort(key=cause_rank)
         ordered.extend(group)
         index = end
     return ordered
+
+
+def _after_its_model_call(group: list[Divergence]) -> set[int]:
+    """The missing steps (by id) that came, in the recording, at or after a missing model
+    call of their step: what that call would have answered, so downstream of its drifted
+    request (strict replay stops at it). A step missing before the call (a warning, a
+    memory decision) is the cause of the drift and stays before it. Missing steps keep the
+    recording's order within a position, which is what this reads."""
+    found: set[int] = set()
+    called: set[int] = set()
+    for divergence in group:
+        if divergence.cls != "missing_step":
+            continue
+        if isinstance(divergence.old, dict) and divergence.old.get("signature", [None])[0] == (
+            "model_call"
+        ):
+            called.add(divergence.step)
+        if divergence.step in called:
+            found.add(id(divergence))
+    return found
 
 
 def _unmatched(cls: str, step: Step, position: int) -> Divergence:
@@ -303,10 +377,41 @@ def _nth_model_call(steps: list[Step], signature: tuple[str, ...], nth: int) -> 
 
 
 def with_request_drift(divergences: list[Divergence], drifts: list[Divergence]) -> list[Divergence]:
-    """Both lists in one, by position; a request drift first at its model call, since the
-    request was sent before the model answered."""
-    order = {"request_drift": 0}
-    return sorted([*drifts, *divergences], key=lambda d: (d.position, order.get(d.cls, 1)))
+    """Both lists in one, cause before consequence (`by_cause`): a request drift before
+    what its model call answered, but after a step missing before that call."""
+    return by_cause([*drifts, *divergences])
+
+
+def _request_positions(events: list[Any]) -> list[int]:
+    """Where each model request of the session was sent, as a position in its trajectory:
+    the step that came next. Counted from the events, not from model-call steps, so a
+    request that got no answer (strict replay stops at a drifted one) still has its place
+    and the calls after it keep theirs, in every turn and run."""
+    positions, steps = [], 0
+    for event in events:
+        if event.kind == "model_request":
+            positions.append(steps)
+        steps += len(trajectory([event]))
+    return positions
+
+
+def drift_divergences(drifts: list[DriftAt], events: list[Any]) -> list[Divergence]:
+    """Each drifted request of a replayed session (its `events`, every turn) as a
+    `request_drift` at the model call that sent it, ready to join `align`'s divergences in
+    `by_cause`: the replayer and the eval harness place drift the same way."""
+    positions = _request_positions(events)
+    total = len(trajectory(events))
+    return [
+        Divergence(
+            "request_drift",
+            positions[drift.call - 1] if drift.call <= len(positions) else total,
+            drift.agent or "?",
+            drift.step or 0,
+            f"model call #{drift.call}",
+            changes=drift.drift.changes,
+        )
+        for drift in drifts
+    ]
 
 
 def value_changes(old: Any, new: Any, path: str = "") -> list[Change]:

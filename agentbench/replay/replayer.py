@@ -3,10 +3,13 @@
 The model's answers are held fixed (served from the cassette); tools run live unless a policy
 says otherwise; the new run is compared step by step with the recorded trajectory. A session of
 several user turns replays turn by turn, each continuing the previous one's conversation and
-context as the eval harness does. The report names the first divergent step with its class,
-lists the later differences, and keeps request drift apart (informational when lenient, a
-divergence when strict). The agent is the one given, or the one the cassette names, imported
-from the cassette's repository (`recorded_agent`).
+context as the eval harness does; every turn's steps are aligned with the recording, and each
+divergence is told with the turn it happened in. The report names the root cause first (the
+changed tool result, request or step; `diff.by_cause`) and lists its downstream effects after
+it. Request drift alone is informational when lenient and a divergence when strict; once the
+run diverged anyway, its drifted requests join the list in their place either way, so a changed
+request is named before what it led to. The agent is the one given, or the one the cassette
+names, imported from the cassette's repository (`recorded_agent`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 from agentbench.errors import UsageError
 from agentbench.loading import load_object
 from agentbench.replay.cassette import Cassette, RecordMode
-from agentbench.replay.diff import Divergence, align, with_request_drift
+from agentbench.replay.diff import Divergence, align, by_cause, drift_divergences
 from agentbench.replay.models import DriftAt, ReplayModel, locate_drifts
 from agentbench.replay.session import (
     continue_conversation,
@@ -29,6 +32,7 @@ from agentbench.replay.session import (
 )
 from agentbench.replay.tool_policy import ReplayTools, ToolPolicies
 from agentbench.replay.trajectory import Step, trajectory
+from agentbench.replay.verdict import divergence_verdict
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context
 from agentbench.runtime.events import Hook
@@ -48,6 +52,7 @@ class ReplayReport:
     drifts: list[DriftAt] = field(default_factory=list)
     saved_to: Path | None = None
     turns: list[RunResult] = field(default_factory=list)  # one per user turn; `result` is last
+    turn_starts: list[int] = field(default_factory=list)  # where each turn begins in `new`
 
     @property
     def errors(self) -> list[str]:
@@ -66,7 +71,38 @@ class ReplayReport:
 
     @property
     def first(self) -> Divergence | None:
+        """The root cause: the earliest divergence, cause before consequence."""
         return self.divergences[0] if self.divergences else None
+
+    def turn_of(self, divergence: Divergence) -> int:
+        """The user turn (from 1) a divergence happened in. A step missing right where a turn
+        begins would have come at the end of the turn before it."""
+        at = divergence.position
+        if divergence.cls == "missing_step" and at in self.turn_starts[1:]:
+            at -= 1
+        return sum(1 for start in self.turn_starts[1:] if start <= at) + 1
+
+    def counterfactual(self) -> str | None:
+        """Where the recording stopped applying: once a request drifted, the recorded answers
+        from there on answered something the code no longer asks."""
+        if not self.drifts:
+            return None
+        first, drift = self.first, self.drifts[0]
+        return divergence_verdict(
+            {
+                "step": first.step if first else drift.step,
+                "agent": first.agent if first else drift.agent,
+                "class": first.cls if first else "request_drift",
+                "call": self.drifts[0].call,
+                "stopped": self.strict,
+            }
+        )
+
+    def _told(self, divergence: Divergence) -> str:
+        text = divergence.describe()
+        if len(self.turn_starts) > 1:
+            text = f"turn {self.turn_of(divergence)}: {text}"
+        return text
 
     def render(self) -> str:
         """The one-screen answer: what changed, at which step, and why."""
@@ -79,13 +115,21 @@ class ReplayReport:
             lines.append("  behaviour unchanged: every step matches the recording")
         else:
             lines.append(f"  first divergence — {self.first.describe()}")
+            if len(self.turn_starts) > 1:
+                lines.append(
+                    f"    the root cause, in turn {self.turn_of(self.first)} of "
+                    f"{len(self.turn_starts)}"
+                )
             later = self.divergences[1:]
             if later:
-                lines.append(f"  later differences ({len(later)}):")
-                lines.extend(f"    {d.describe()}".replace("\n", "\n  ") for d in later[:8])
+                lines.append(f"  downstream of it ({len(later)}), in the order they happened:")
+                lines.extend(f"    {self._told(d)}".replace("\n", "\n  ") for d in later[:8])
                 if len(later) > 8:
                     lines.append(f"    … and {len(later) - 8} more")
-        if self.drifts and not self.strict:
+        verdict = self.counterfactual()
+        if verdict:
+            lines.append(f"  {verdict}")
+        if self.drifts and not self.strict and not self.diverged:
             count = len(self.drifts)
             lines.append(f"  request drift (lenient: reported, not counted) in {count} call(s):")
             lines.extend(f"    {d.describe()}".replace("\n", "\n  ") for d in self.drifts[:4])
@@ -103,14 +147,19 @@ class ReplayReport:
             "source": self.source,
             "strict": self.strict,
             "diverged": self.diverged,
+            "counterfactual": self.counterfactual(),
             "run_id": self.result.run_id,
             "stop_reason": str(self.result.stop_reason),
-            "first": self.first.as_dict() if self.first else None,
-            "divergences": [d.as_dict() for d in self.divergences],
+            "first": self._as_dict(self.first) if self.first else None,
+            "divergences": [self._as_dict(d) for d in self.divergences],
+            "downstream": max(len(self.divergences) - 1, 0),
             "drifts": [d.as_dict() for d in self.drifts],
             "turns": len(self.turns) or 1,
             "errors": self.errors,
         }
+
+    def _as_dict(self, divergence: Divergence) -> dict[str, Any]:
+        return {**divergence.as_dict(), "turn": self.turn_of(divergence)}
 
 
 class Replayer:
@@ -174,7 +223,7 @@ class Replayer:
         store = self.store.with_labels(replay_of=original_run) if self.store else None
         turns: list[RunResult] = []
         context: Context | None = _context(info.get("context"))
-        for turn in recorded_turns(info):
+        for turn in recorded_turns(info, str(cassette.path or "the cassette")):
             # Each turn continues the last one's dialogue and context, as the harness recorded it.
             result = await Runner.run(
                 target,
@@ -189,11 +238,13 @@ class Replayer:
             context = result.context
         events = [event for turn in turns for event in turn.all_events]
         original = [Step.from_dict(s) for s in info.get("trajectory", ())]
+        # Every turn's steps, in order: the whole session is aligned with the recording,
+        # so a change in turn 1 is found in turn 1, not as what it did to turn 2.
         new = trajectory(events)
         drifts = locate_drifts(model.drifts, events)
         divergences = align(original, new)
-        if self.strict:
-            divergences = _with_drift(divergences, drifts, new)
+        if self.strict or divergences:
+            divergences = by_cause([*divergences, *drift_divergences(drifts, events)])
         saved = self._save_branch(cassette, model, turns, info, save_to)
         return ReplayReport(
             source=str(cassette.path or "cassette"),
@@ -205,6 +256,7 @@ class Replayer:
             drifts=drifts,
             saved_to=saved,
             turns=turns,
+            turn_starts=_turn_starts(turns),
         )
 
     async def replay_run(
@@ -239,7 +291,7 @@ class Replayer:
         branch.update_info(
             **conversation_metadata(
                 turns,
-                inputs=recorded_turns(info),
+                inputs=recorded_turns(info, str(cassette.path or "the cassette")),
                 context=_context(info.get("context")),
                 agent_ref=info.get("agent"),
             )
@@ -266,34 +318,17 @@ def _context(value: Any) -> Context | None:
         session=dict(value.get("session") or {}),
         request=dict(value.get("request") or {}),
         global_=dict(value.get("global") or {}),
+        pinned=[str(fact) for fact in value.get("pinned") or ()],
     )
 
 
-def _with_drift(
-    divergences: list[Divergence], drifts: list[DriftAt], new: list[Step]
-) -> list[Divergence]:
-    """Strict replay: a drifted request is a divergence at its model call."""
-    placed = []
-    for drift in drifts:
-        position = next(
-            (
-                i
-                for i, s in enumerate(new)
-                if s.agent == drift.agent and s.step >= (drift.step or 0)
-            ),
-            len(new),
-        )
-        placed.append(
-            Divergence(
-                "request_drift",
-                position,
-                drift.agent or "?",
-                drift.step or 0,
-                f"model call #{drift.call}",
-                changes=drift.drift.changes,
-            )
-        )
-    return with_request_drift(divergences, placed)
+def _turn_starts(turns: list[RunResult]) -> list[int]:
+    """Where each turn's steps begin in the session's trajectory."""
+    starts, at = [], 0
+    for turn in turns:
+        starts.append(at)
+        at += len(trajectory(turn.all_events))
+    return starts
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentbench.replay.cassette import Cassette
+from agentbench.replay.cassette import Cassette, CassetteError
 from agentbench.replay.models import RecordingModel
 from agentbench.replay.trajectory import canonical, plain, trajectory
 from agentbench.runtime.agent import Agent
@@ -42,17 +42,42 @@ def continue_conversation(previous: RunResult | None, turn: Turn) -> Turn:
     return [*messages, *extra]
 
 
-def recorded_turns(info: dict[str, Any]) -> list[Turn]:
-    """The user turns of a recorded session: its `input`, or the list of turns in `input`
-    when the metadata says there were several (`turns` > 1)."""
+def recorded_turns(info: dict[str, Any], where: str = "the cassette") -> list[Turn]:
+    """The user turns of a recorded session: its `input` as one turn (text, or chat
+    messages), or, when `input` is a list of turns (texts or message lists), each of them.
+    The shape decides, not only the `turns` count: a cassette written without that count
+    (by hand, or by an older agentbench) would otherwise send its list of texts to the
+    runner as if it were one turn's messages. A shape that fits neither, or disagrees with
+    `turns`, is refused, naming `where`."""
     value = info.get("input")
-    if int(info.get("turns") or 1) > 1 and isinstance(value, list):
-        return [_turn(v) for v in value]
-    return [_turn(value)]
+    field = f"{where}: metadata.agentbench.input"
+    if isinstance(value, list) and value and all(isinstance(v, str | list) for v in value):
+        turns = [
+            _messages(v, f"{field}[{i}]") if isinstance(v, list) else v for i, v in enumerate(value)
+        ]
+    elif isinstance(value, list):
+        turns = [_messages(value, field)]
+    else:
+        turns = [value if isinstance(value, str) else str(value)]
+    count = info.get("turns")
+    if count is not None and (not isinstance(count, int) or count != len(turns)):
+        raise CassetteError(
+            f"{where}: metadata.agentbench.turns is {count!r} but input holds {len(turns)} "
+            "user turn(s) (a list of texts or message lists is one turn each; a list of chat "
+            "messages is one turn)"
+        )
+    return turns
 
 
-def _turn(value: Any) -> Turn:
-    return value if isinstance(value, str | list) else str(value)
+def _messages(value: list[Any], field: str) -> list[dict[str, Any]]:
+    """One turn given as chat messages: each a mapping with a role."""
+    for index, message in enumerate(value):
+        if not (isinstance(message, dict) and isinstance(message.get("role"), str)):
+            raise CassetteError(
+                f"{field}[{index}]: expected a chat message (a mapping with a role), got "
+                f"{type(message).__name__} {str(message)[:60]!r}"
+            )
+    return value
 
 
 def session_metadata(
