@@ -159,12 +159,13 @@ def test_request_drift_needs_force_even_when_the_eval_allowed_it(
     assert code == 2 and "its case had request drift (eval " in err
     assert "messages[0].content" in err and "pass --force" in err
 
-    # --allow-drift passes the case, but its answers were still recorded for other requests.
+    # --allow-drift does not fail on the drift, but its answers were recorded for other
+    # requests, so the case still fails (as diverged) and is not promoted without --force.
     lenient = tmp_path / "lenient.duckdb"
     code = cli(capsys, "run", str(weather), "--allow-drift", "--no-report", "--db", str(lenient))[0]
-    assert code == 0
+    assert code == 1
     [(status, allowed)] = rows(lenient, "SELECT status, run_id FROM results")
-    assert status == "passed"
+    assert status == "failed"
     code, _, err = promote(capsys, allowed, weather, lenient)
     assert code == 2 and "its case had request drift" in err
     assert "model call #1 (weather) changed messages[0].content" in err

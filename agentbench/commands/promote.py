@@ -134,14 +134,16 @@ def _error_text(stored: str) -> str:
 
 
 def _first_failure(result: dict[str, Any]) -> str | None:
-    """The first reason the case failed other than request drift (reported on its own)."""
+    """The first reason the case failed other than request drift (reported on its own, as is
+    `diverged`: the drift's verdict under --allow-drift)."""
     scores = orjson.loads(result["scores"] or "[]")
+    drift_scores = ("request_drift", "diverged")
     for score in scores:
-        if not score.get("passed", True) and score.get("name") != "request_drift":
+        if not score.get("passed", True) and score.get("name") not in drift_scores:
             return f"{score.get('name')}: {score.get('reason')}"
     if result["error"]:
         return str(result["error"])
-    drifted = any(score.get("name") == "request_drift" for score in scores)
+    drifted = any(score.get("name") in drift_scores for score in scores)
     return None if drifted else f"status {result['status']}"
 
 

@@ -235,6 +235,12 @@ Examples:
     help="Evals: tokens, cost or latency worse by more than this percent is a budget regression.",
 )
 @click.option(
+    "--fail-on-change",
+    is_flag=True,
+    help="Evals: exit 1 when any case's trajectory differs, scores equal or not (for upgrades "
+    "that must not change behaviour).",
+)
+@click.option(
     "--report-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
@@ -247,19 +253,20 @@ def diff(
     run_b: str,
     as_json: bool,
     budget_pct: float,
+    fail_on_change: bool,
     report_dir: Path | None,
     db: Path | None,
     wait_s: float,
 ) -> int:
     """Compare two stored runs (RUN_A RUN_B) or two evals (EVAL_A EVAL_B); exit 1 if they differ.
 
-    For evals, exit 1 means the gate failed: a case passed in EVAL_A and fails in EVAL_B, or
-    the pass rate dropped significantly.
+    For evals, exit 1 means the gate failed: a case passed in EVAL_A and fails in EVAL_B, the
+    pass rate dropped significantly, or (with --fail-on-change) a case behaves differently.
     """
     store = open_store(db, wait_s, existing=True)
     evals = [results_store.eval_exists(store, target) for target in (run_a, run_b)]
     if all(evals):
-        return _diff_evals(store, run_a, run_b, as_json, budget_pct, report_dir)
+        return _diff_evals(store, run_a, run_b, as_json, budget_pct, report_dir, fail_on_change)
     if any(evals):
         eval_id, other = (run_a, run_b) if evals[0] else (run_b, run_a)
         raise UsageError(
@@ -295,8 +302,11 @@ def _diff_evals(
     as_json: bool,
     budget_pct: float,
     report_dir: Path | None,
+    fail_on_change: bool = False,
 ) -> int:
-    comparison = compare_evals(store, baseline, current, budget_pct=budget_pct)
+    comparison = compare_evals(
+        store, baseline, current, budget_pct=budget_pct, fail_on_change=fail_on_change
+    )
     data = comparison.as_dict()
     report = _diff_report(store, data, reports_dir(report_dir))
     if as_json:

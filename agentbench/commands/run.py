@@ -2,9 +2,12 @@
 
 By default every case replays its cassette (no network, no API key); `--live` sends the model
 calls to a real endpoint (OPENAI_BASE_URL / OPENAI_API_KEY, or `--base-url` and `--model`)
-and, with `--record-mode`, writes the cassettes. Exit codes: 0 passed, 1 the gate failed (a
-failing case, or a pass rate under `--fail-under`), 2 a suite file is invalid (the valid suites
-still run), 3 a case could not run at all (a missing or corrupt cassette).
+and, with `--record-mode`, writes the cassettes; `--live-from-divergence` replays each case up
+to its first drifted request and lets the live model answer the rest. Exit codes: 0 passed,
+1 the gate failed (a failing case, a pass rate under `--fail-under`, or with
+`--fail-on-change` a case that behaves differently from the baseline), 2 a suite file is
+invalid or the options cannot work together (the valid suites still run), 3 a case could not
+run at all (a missing or corrupt cassette).
 """
 
 from __future__ import annotations
@@ -77,7 +80,14 @@ Examples:
 @click.option(
     "--allow-drift",
     is_flag=True,
-    help="Report request drift without failing the case (it fails by default).",
+    help="Report request drift instead of failing on it (a case that went on with recorded "
+    "answers after it still cannot pass: see --live-from-divergence).",
+)
+@click.option(
+    "--live-from-divergence",
+    is_flag=True,
+    help="Continue each case live from its first drifted request (--model/--base-url, "
+    "OPENAI_BASE_URL, or the suite's model:) and score the real continuation.",
 )
 @click.option(
     "--fail-under",
@@ -112,6 +122,12 @@ Examples:
     help="Tokens, cost or latency worse than this percentage is a budget regression.",
 )
 @click.option(
+    "--fail-on-change",
+    is_flag=True,
+    help="With a baseline: fail the gate when any case's trajectory differs from the "
+    "baseline's, scores equal or not (for upgrades that must not change behaviour).",
+)
+@click.option(
     "--junit",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -144,11 +160,13 @@ def run(
     base_url: str | None,
     strict: bool,
     allow_drift: bool,
+    live_from_divergence: bool,
     fail_under: float | None,
     resume: str | None,
     baseline: str | None,
     against: str | None,
     budget_pct: float,
+    fail_on_change: bool,
     junit: Path | None,
     summary_md: Path | None,
     report_dir: Path | None,
@@ -177,12 +195,14 @@ def run(
         filters=filters,
         strict=strict,
         allow_drift=allow_drift,
+        live_from_divergence=live_from_divergence,
         resume=resume,
     )
     if baseline is not None and against is not None:
         raise UsageError("--baseline and --against both name a baseline; give one")
     store = open_store(db or default_path(root), wait_s)
     harness = Harness(store, options)
+    harness.check_live_model(found.suites)
     total = harness.planned_trials(found.suites)
     if filters and total == 0:
         names = ", ".join(s.name for s in found.suites)
@@ -214,6 +234,7 @@ def run(
         repo=root,
         budget_pct=budget_pct,
         fail_under=fail_under,
+        fail_on_change=fail_on_change,
     )
     written = write_outputs(
         store,

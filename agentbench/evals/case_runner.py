@@ -5,6 +5,10 @@ code does everything else, so a changed prompt or tool shows up as a changed res
 live model the calls go to a real endpoint and, in a recording mode, are written to the
 cassette — which is how the shipped cassettes were made. Multi-turn cases run turn after turn,
 each continuing the previous turn's conversation and context, all from one cassette.
+
+Once a request drifts, every recorded answer from there on answers a question the code no
+longer asks: `diverged_at` says where that happened, and with `live_from_divergence` the live
+model answers from that call on, so what is scored is the real continuation.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from agentbench.errors import AgentbenchError
 from agentbench.evals.compare_text import describe_divergence
+from agentbench.evals.stats import divergence_verdict
 from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
 from agentbench.replay.diff import Divergence, align
 from agentbench.replay.models import Drift, DriftAt, RecordingModel, ReplayModel, locate_drifts
@@ -56,6 +61,7 @@ class CasePlan:
     record: bool = True  # this trial may write the cassette (trial 1 only)
     agent_ref: str | None = None  # the suite's `agent:` reference, recorded in the cassette
     suite_dir: Path | None = None  # the suite folder, recorded relative to the cassette
+    live_from_divergence: bool = False  # the live model answers from the first drifted call
 
 
 @dataclass
@@ -67,6 +73,8 @@ class CaseRun:
     recorded_to: Path | None = None
     drifts: list[Drift] = field(default_factory=list)
     recorded: list[Step] | None = None  # the cassette's trajectory, when one was replayed
+    live_from: int | None = None  # the model call (1-based) a live model took over at
+    stopped: bool = False  # strict replay stopped the run at its first drifted request
 
     @property
     def result(self) -> RunResult:
@@ -97,31 +105,70 @@ class CaseRun:
     def drift_reason(self) -> str | None:
         """Why the requests differ from the recording, from the root: when the run diverged
         before the first drifted call (a tool result, a context value, a handoff changed),
-        that divergence is the cause and the drift its consequence."""
+        that divergence is the cause and the drift its consequence. It ends with what that
+        means for the answers after it (`divergence_verdict`)."""
         located = self.located_drifts()
         if not located:
             return None
         first_drift = located[0]
         reasons = self.drift_reasons()
         more = f"; {len(located) - 1} more drifted call(s)" if len(located) > 1 else ""
-        advice = (
-            " (the recorded answers may no longer fit; re-record with --live --record-mode all "
-            "if the change is intended)"
-        )
+        found = self.diverged_at()
+        verdict = divergence_verdict(found) if found else ""
+        if self.live_from is None and not self.stopped:
+            verdict += (
+                " (re-record with --live --record-mode all if the change is intended, or "
+                "score the real continuation with --live-from-divergence)"
+            )
         cause = self._cause_of(first_drift)
         if cause is None:
-            return f"{reasons[0]}{advice}{more}"
+            return f"{reasons[0]}; {verdict}{more}"
         changes = first_drift.drift.changes
         field_name = changes[0].path if changes else "the request"
         return (
             f"{cause}; so model call #{first_drift.call} sent a different request "
-            f"({field_name}){advice}{more}"
+            f"({field_name}); {verdict}{more}"
         )
 
-    def _cause_of(self, drift: DriftAt) -> str | None:
-        at = model_call_position(self.steps, drift.call)
+    def diverged_at(self) -> dict[str, Any] | None:
+        """Where the recording stopped applying (`TrialOutcome.diverged_at`), or None when
+        every model call was asked what was recorded. The place named is the root cause: the
+        first divergence when it came before the first drifted call, else that call."""
+        located = self.located_drifts()
+        if located:
+            call = located[0].call
+        elif self.live_from is not None:
+            call = self.live_from
+        else:
+            return None
+        cause = self._first_divergence_before(call)
+        if cause is not None:
+            step, agent, cls = cause.step, cause.agent, cause.cls
+            text = " ".join(describe_divergence(cause.as_dict(), 60).split())
+        elif located:
+            step, agent, cls = located[0].step, located[0].agent, "request_drift"
+            text = self.drift_reasons()[0]
+        else:  # a call beyond the recording, with nothing in the trajectory before it
+            step, agent, cls = None, None, "extra_step"
+            text = f"model call #{call} has no recorded answer"
+        return {
+            "step": step,
+            "agent": agent,
+            "class": cls,
+            "cause": text,
+            "call": call,
+            "live_from": self.live_from,
+            "stopped": self.stopped,
+        }
+
+    def _first_divergence_before(self, call: int) -> Divergence | None:
+        at = model_call_position(self.steps, call)
         first = next(iter(self.divergences()), None)
-        if first is None or first.position >= at:
+        return first if first is not None and first.position < at else None
+
+    def _cause_of(self, drift: DriftAt) -> str | None:
+        first = self._first_divergence_before(drift.call)
+        if first is None:
             return None
         return " ".join(describe_divergence(first.as_dict(), 60).split())
 
@@ -150,6 +197,11 @@ def _model_for(plan: CasePlan) -> tuple[ChatModel, Cassette | None]:
     mode = plan.record_mode
     exists = plan.cassette.is_file()
     live = plan.live() if plan.live is not None else None
+    if plan.live_from_divergence and live is None:
+        raise CaseSetupError(
+            f"case {plan.case_id!r}: --live-from-divergence needs a live model "
+            "(--model and --base-url, OPENAI_BASE_URL, or the suite's model:)"
+        )
     if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not exists):
         if live is None:
             raise CaseSetupError(
@@ -166,7 +218,14 @@ def _model_for(plan: CasePlan) -> tuple[ChatModel, Cassette | None]:
         cassette = Cassette.load(plan.cassette)
     except CassetteError as exc:
         raise CaseSetupError(f"case {plan.case_id!r}: {exc}") from None
-    return ReplayModel(cassette, strict=plan.strict, live=live, record_mode=mode), cassette
+    replay = ReplayModel(
+        cassette,
+        strict=plan.strict,
+        live=live,
+        record_mode=mode,
+        live_from_drift=plan.live_from_divergence,
+    )
+    return replay, cassette
 
 
 def _history(previous: RunResult | None, turn: str | list[dict[str, Any]]) -> Any:
@@ -203,6 +262,8 @@ async def run_case(plan: CasePlan) -> CaseRun:
     outcome.duration_ms = (time.perf_counter() - started) * 1000
     if isinstance(model, ReplayModel):
         outcome.drifts = list(model.drifts)
+        outcome.live_from = model.live_began
+        outcome.stopped = model.strict and bool(model.drifts)
     if cassette is not None and "trajectory" in cassette.info:
         outcome.recorded = [Step.from_dict(s) for s in cassette.info["trajectory"]]
     outcome.recorded_to = _save(plan, model, outcome)
@@ -215,6 +276,10 @@ def _save(plan: CasePlan, model: ChatModel, outcome: CaseRun) -> Path | None:
         return None
     if isinstance(model, RecordingModel):
         cassette = model.cassette
+    elif isinstance(model, ReplayModel) and model.live_began is not None:
+        # A continuation from a divergence replaces recorded calls: appended to the old
+        # recording it would not be a session, and re-recording is --record-mode all's job.
+        return None
     elif isinstance(model, ReplayModel) and model.recorded:
         cassette = Cassette(
             list(model.cassette.interactions) + model.recorded, dict(model.cassette.metadata)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import fnmatch
+import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from agentbench.evals import results_store
 from agentbench.evals.case_runner import CasePlan, CaseSetupError, run_case
 from agentbench.evals.judging import JudgeRecorder
 from agentbench.evals.scorers import Score, ScoreContext, score_all
-from agentbench.evals.stats import Summary, TrialOutcome, summarize
+from agentbench.evals.stats import Summary, TrialOutcome, divergence_verdict, summarize
 from agentbench.replay.cassette import RecordMode
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel
@@ -41,7 +42,10 @@ class HarnessOptions:
     base_url: str | None = None
     filters: Sequence[str] = ()  # case ids (glob) or tag:NAME
     strict: bool = False  # stop a case at its first drifted request
-    allow_drift: bool = False  # a drifted request is reported, not a failure
+    allow_drift: bool = False  # a drifted request is reported, not a failure by itself
+    # Replay each case up to its first drifted request, then let the live model answer the
+    # rest: the real continuation is what is scored.
+    live_from_divergence: bool = False
     resume: str | None = None
 
 
@@ -84,7 +88,7 @@ def selected(case: Any, suite: Any, filters: Sequence[str]) -> bool:
 
 
 def _live_factory(suite: Any, options: HarnessOptions) -> Callable[[], ChatModel] | None:
-    if not options.live:
+    if not (options.live or options.live_from_divergence):
         return None
     name = options.model or (suite.model.name if suite.model else None)
     base_url = options.base_url or (suite.model.base_url if suite.model else None)
@@ -95,6 +99,27 @@ def _live_factory(suite: Any, options: HarnessOptions) -> Callable[[], ChatModel
         return OpenAIModel(name, base_url=base_url)
 
     return make
+
+
+def _missing_live_model(suite: Any, options: HarnessOptions) -> str | None:
+    """What a suite lacks to call a live model, in the user's words (None: nothing)."""
+    model = suite.model
+    name = (
+        options.model
+        or (model.name if model else None)
+        or os.environ.get("AGENTBENCH_MODEL")
+        or os.environ.get("OPENAI_MODEL")
+    )
+    if not name:
+        return "no model name (pass --model NAME, or set the suite's model: name)"
+    endpoint = options.base_url or (model.base_url if model else None)
+    if not (endpoint or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
+        return (
+            "no endpoint for model "
+            f"{name!r} (pass --base-url URL, or set OPENAI_BASE_URL, or OPENAI_API_KEY for "
+            "OpenAI's, or the suite's model: base_url)"
+        )
+    return None
 
 
 def agent_for(suite: Any) -> Agent:
@@ -143,6 +168,30 @@ class Harness:
             raise UsageError(
                 f"--record-mode {options.record_mode.value} records live model calls; add --live"
             )
+        if options.live_from_divergence and options.live:
+            raise UsageError(
+                "--live-from-divergence replays each case up to its first divergence and "
+                "--live replays nothing; give one"
+            )
+        if options.live_from_divergence and options.strict:
+            raise UsageError(
+                "--live-from-divergence continues a case live at its first drifted request and "
+                "--strict stops it there; give one"
+            )
+
+    def check_live_model(self, suites: Sequence[Any]) -> None:
+        """With --live-from-divergence, every suite must have a model to continue with: a
+        name (--model or the suite's `model: name`) and an endpoint (--base-url, the suite's
+        `model: base_url`, OPENAI_BASE_URL, or OPENAI_API_KEY for OpenAI's)."""
+        if not self.options.live_from_divergence:
+            return
+        for suite in suites:
+            missing = _missing_live_model(suite, self.options)
+            if missing is not None:
+                raise UsageError(
+                    f"--live-from-divergence continues diverged cases with a live model; "
+                    f"suite {suite.name!r} has {missing}"
+                )
 
     def planned_trials(self, suites: Sequence[Any]) -> int:
         return sum(
@@ -161,6 +210,7 @@ class Harness:
             if not done and not results_store.eval_exists(self.store, eval_id):
                 raise UsageError(f"--resume {eval_id}: no such eval in {self.store.path}")
         run = EvalRun(eval_id, suite_errors=list(suite_errors), code_version=code_version())
+        self.check_live_model(suites)
         results_store.start_eval(self.store, run, suites, options)
         gate = asyncio.Semaphore(options.concurrency)
         self._writer = results_store.ResultWriter(self.store, eval_id)
@@ -237,6 +287,7 @@ class Harness:
             record=trial == 1,
             agent_ref=suite.agent,
             suite_dir=suite.path,
+            live_from_divergence=options.live_from_divergence,
         )
         try:
             outcome = await run_case(plan)
@@ -263,18 +314,8 @@ class Harness:
         drifts = redact.value([d.as_dict() for d in outcome.located_drifts()])
         drift_reason = outcome.drift_reason()
         drift_reason = None if drift_reason is None else redact.text(drift_reason)
-        if drift_reason is not None and not options.allow_drift:
-            # The recording answered a different request: the code changed what it asks the
-            # model, so the recorded answers may no longer be what the model would say.
-            scores.append(
-                Score(
-                    name="request_drift",
-                    value=0.0,
-                    passed=False,
-                    reason=drift_reason,
-                    details={"drifts": drifts},
-                )
-            )
+        diverged_at = redact.value(outcome.diverged_at())
+        scores += _divergence_scores(drift_reason, drifts, diverged_at, options)
         if judge is not None:
             judge.save(record=trial == 1)
         passed = all(s.passed for s in scores)
@@ -300,7 +341,50 @@ class Harness:
             turn_runs=[(t.runs or [t])[0].run_id for t in outcome.turns]
             if len(outcome.turns) > 1
             else [],
+            diverged_at=diverged_at,
         )
+
+
+def _divergence_scores(
+    drift_reason: str | None,
+    drifts: list[dict[str, Any]],
+    diverged_at: dict[str, Any] | None,
+    options: HarnessOptions,
+) -> list[Score]:
+    """What a divergence from the recording does to the verdict.
+
+    Continued live, the scorers judged real answers: the drift is reported, not failed. Else
+    the drift fails the trial (`request_drift`) unless --allow-drift; even then, a trial that
+    went on with recorded answers to requests the code no longer sends cannot pass — those
+    answers are counterfactual, so whatever the scorers made of them is not evidence.
+    """
+    if diverged_at is not None and diverged_at.get("live_from"):
+        return []
+    if drift_reason is not None and not options.allow_drift:
+        return [
+            Score(
+                name="request_drift",
+                value=0.0,
+                passed=False,
+                reason=drift_reason,
+                details={"drifts": drifts},
+            )
+        ]
+    if diverged_at is not None and not diverged_at.get("stopped"):
+        return [
+            Score(
+                name="diverged",
+                value=0.0,
+                passed=False,
+                reason=(
+                    f"{divergence_verdict(diverged_at)} ({diverged_at['cause']}); the other "
+                    "scores judged recorded answers to requests the code no longer sends, "
+                    "so they are not evidence — score the real continuation with "
+                    "--live-from-divergence, or re-record"
+                ),
+            )
+        ]
+    return []
 
 
 def _score_row(score: Score) -> dict[str, Any]:

@@ -75,6 +75,7 @@ def start_eval(store: Any, run: Any, suites: Sequence[Any], options: Any) -> Non
         "live": options.live,
         "filters": list(options.filters),
         "strict": options.strict,
+        "live_from_divergence": options.live_from_divergence,
         "suites": {s.name: str(s.path) for s in suites},
     }
     models = sorted({s.model.name for s in suites if s.model and s.model.name})
@@ -133,6 +134,7 @@ def _details(outcome: TrialOutcome) -> str | None:
             ("drifts", outcome.drifts),
             ("divergences", outcome.divergences),
             ("turn_runs", outcome.turn_runs),
+            ("diverged_at", outcome.diverged_at),
         )
         if value
     }
@@ -220,5 +222,6 @@ def stored_outcomes(store: Any, eval_id: str) -> dict[tuple[str, str, int], Tria
             drifts=seen.get("drifts", []),
             divergences=seen.get("divergences", []),
             turn_runs=seen.get("turn_runs", []),
+            diverged_at=seen.get("diverged_at"),  # absent in results stored before it existed
         )
     return found

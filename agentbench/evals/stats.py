@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentbench.replay.verdict import divergence_verdict
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Probability that at least one of k trials passes, from n trials with c passes."""
@@ -67,6 +69,12 @@ class TrialOutcome:
     divergences: list[dict[str, Any]] = field(default_factory=list)
     # The root run of each turn of a multi-turn case (`run_id` is the last turn's).
     turn_runs: list[str] = field(default_factory=list)
+    # Where a replayed trial stopped being evidence: set when some model call's request no
+    # longer matched the recording (or went beyond it). {step, agent, class, cause} name the
+    # first divergence (the root cause); `call` is the first model call (1-based) whose
+    # recorded answer no longer applies; `live_from` the call a live model took over at
+    # (--live-from-divergence), else None; `stopped` is true when --strict stopped the run there.
+    diverged_at: dict[str, Any] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -85,6 +93,10 @@ class TrialOutcome:
     def drift_failed(self) -> bool:
         """Its request drift failed it (rather than being only reported, --allow-drift)."""
         return any(s["name"] == "request_drift" and not s["passed"] for s in self.scores)
+
+    def divergence_verdict(self) -> str | None:
+        """One line on where the recording stopped applying, for every output."""
+        return divergence_verdict(self.diverged_at) if self.diverged_at else None
 
     def reasons(self) -> list[str]:
         return [f"{s['name']}: {s['reason']}" for s in self.scores if not s["passed"]]

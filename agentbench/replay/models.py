@@ -5,7 +5,10 @@ dict lookup and a parse, with no SDK, no HTTP and no global patching, so any num
 cassettes replay concurrently in one process. Each request is compared with the recorded one
 (a fingerprint first, the JSON-aware diff only when they differ); lenient replay serves the
 recorded answer and keeps the drift, strict replay stops. Beyond the end of the recording a
-live model can take over (record modes `new_episodes` and `all`, or a fork with `live_from`).
+live model can take over (record modes `new_episodes` and `all`, or a fork with `live_from`);
+with `live_from_drift` it takes over at the first call the recording no longer answers — a
+drifted request, or one beyond its end — since every recorded answer from there on would answer
+a question the code no longer asks.
 """
 
 from __future__ import annotations
@@ -128,12 +131,17 @@ class ReplayModel:
         live: ChatModel | None = None,
         record_mode: RecordMode | str = RecordMode.NONE,
         live_from: int | None = None,
+        live_from_drift: bool = False,
     ) -> None:
+        if live_from_drift and live is None:
+            raise ValueError("live_from_drift needs a live model to hand over to")
         self.cassette = cassette
         self.strict = strict
         self.live = live
         self.record_mode = RecordMode.parse(record_mode)
         self.live_from = live_from  # 1-based model call from which the live model answers
+        self.live_from_drift = live_from_drift
+        self.live_began: int | None = None  # 1-based call the live model took over at
         first = cassette.interactions[0].request.get("model") if cassette.interactions else None
         self.name = str(first or (live.name if live is not None else "replay"))
         self.calls = 0
@@ -161,6 +169,8 @@ class ReplayModel:
         if self._goes_live(index):
             return await self._live(request, on_text_delta)
         if index >= len(self.cassette.interactions):
+            if self.live_from_drift:
+                return await self._hand_over(index, request, on_text_delta)
             raise ReplayMissingError(self._missing_message(index, request))
         recorded = self.cassette.interactions[index]
         expected = self._fingerprints.get(index)
@@ -175,6 +185,8 @@ class ReplayModel:
         )
         if changes:
             self.drifts.append(Drift(index, changes))
+            if self.live_from_drift:
+                return await self._hand_over(index, request, on_text_delta)
             if self.strict:
                 summary = "; ".join(c.describe(60) for c in changes[:3])
                 raise RequestDriftError(
@@ -186,7 +198,7 @@ class ReplayModel:
         return response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})
 
     def _goes_live(self, index: int) -> bool:
-        if self.record_mode is RecordMode.ALL:
+        if self.record_mode is RecordMode.ALL or self.live_began is not None:
             return True
         if self.live_from is not None and index + 1 >= self.live_from:
             return True
@@ -194,9 +206,19 @@ class ReplayModel:
             self.cassette.interactions
         )
 
+    async def _hand_over(
+        self, index: int, request: dict[str, Any], on_text_delta: TextDeltaHandler | None
+    ) -> ChatResponse:
+        self.live_began = index + 1
+        return await self._live(request, on_text_delta)
+
     async def _live(
         self, request: dict[str, Any], on_text_delta: TextDeltaHandler | None
     ) -> ChatResponse:
+        if self.live_began is not None and self.live is not None:
+            # The request was built under the recorded model's name; the continuation is
+            # the configured model's (`--model`), not a replay of the recorded one.
+            request = {**request, "model": self.live.name}
         if self.live is None:
             raise ReplayMissingError(
                 f"model call #{self.calls} should go to a live model (record mode "
