@@ -159,9 +159,7 @@ class ModelShown:
         absent = [text for text, calls in found.items() if not calls]
         details = {"found_in_calls": found, "missing": absent}
         if not absent:
-            listed = ", ".join(
-                f"{quoted(t, 60)} (call {', '.join(map(str, c[:5]))})" for t, c in found.items()
-            )
+            listed = _with_calls(found)
             return Score(self.name, 1.0, True, f"{shown.where()} showed {listed}", details)
         value = 1 - len(absent) / len(shown.wanted)
         listed = ", ".join(quoted(t, 60) for t in absent)
@@ -192,9 +190,7 @@ class ModelNotShown:
         if not found:
             listed = ", ".join(quoted(t, 60) for t in shown.wanted)
             return Score(self.name, 1.0, True, f"{shown.where()} did not show {listed}", details)
-        listed = ", ".join(
-            f"{quoted(t, 60)} (call {', '.join(map(str, c[:5]))})" for t, c in found.items()
-        )
+        listed = _with_calls(found)
         return Score(
             self.name,
             1 - len(found) / len(shown.wanted),
@@ -202,3 +198,11 @@ class ModelNotShown:
             f"expected {shown.where()} not to show it; it showed {listed}",
             details,
         )
+
+
+def _with_calls(found: dict[str, list[int]]) -> str:
+    """`"Lisbon" (call 2, 3)` for each text, with the first calls that showed it."""
+    return ", ".join(
+        f"{quoted(text, 60)} (call {', '.join(map(str, calls[:5]))})"
+        for text, calls in found.items()
+    )
