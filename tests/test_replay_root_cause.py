@@ -265,3 +265,28 @@ def test_a_run_of_repeated_steps_diverges_where_it_stopped_repeating() -> None:
     first = found[0]
     assert (first.cls, first.position, first.label) == ("extra_step", 8, "model call")
     assert {d.position for d in found if d.cls == "extra_step"} == {8, 9}
+
+
+def test_a_step_that_moved_is_one_missing_and_one_extra_step() -> None:
+    """Memory summarizes one step later: difflib alone matches the two summaries and calls the
+    call and tool around them extra and missing (four steps); the fewer-unmatched alignment
+    names the summary missing where it was and extra where it is now."""
+
+    def session(summary_at: int) -> list[Step]:
+        steps = []
+        for number in range(1, 7):
+            if number == summary_at:
+                steps.append(step("memory", number, "summarized", reason="r", messages=4))
+            steps.append(step("model_call", number, "run"))
+            if number < 6:
+                steps.append(step("tool_call", number, "weather", arguments={}, result=number))
+        steps.append(step("run_end", 6, stop_reason="completed", output="warm"))
+        return steps
+
+    found = align(session(5), session(6))
+    unmatched = [(d.cls, d.step, d.label) for d in found if d.cls.endswith("_step")]
+    assert unmatched == [
+        ("missing_step", 5, "memory summarized"),
+        ("extra_step", 6, "memory summarized"),
+    ]
+    assert found[0].cls == "missing_step"

@@ -149,7 +149,7 @@ def align(original: list[Step], new: list[Step]) -> list[Divergence]:
     return by_cause(found)
 
 
-def _opcodes(original: list[Step], new: list[Step]) -> list[tuple[str, int, int, int, int]]:
+def _opcodes(original: list[Step], new: list[Step]) -> list[Opcode]:
     """difflib's opcodes, after the steps both runs begin with alike. A run that repeats a
     step (the same search, call after call) matches many ways; difflib prefers the longest
     block, which may hold the run's end and leave its beginning "changed". Runs diverge from a
@@ -159,15 +159,35 @@ def _opcodes(original: list[Step], new: list[Step]) -> list[tuple[str, int, int,
         if old_step.signature != new_step.signature:
             break
         same += 1
-    matcher = difflib.SequenceMatcher(
-        a=[s.signature for s in original[same:]],
-        b=[s.signature for s in new[same:]],
-        autojunk=False,
-    )
+    old_rest = [s.signature for s in original[same:]]
+    new_rest = [s.signature for s in new[same:]]
     opcodes = [("equal", 0, same, 0, same)] if same else []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _fewest_unmatched(old_rest, new_rest):
         opcodes.append((tag, i1 + same, i2 + same, j1 + same, j2 + same))
     return opcodes
+
+
+Opcode = tuple[str, int, int, int, int]
+
+
+def _fewest_unmatched(old: list[Any], new: list[Any]) -> list[Opcode]:
+    """difflib matched from the front and from the back, whichever leaves fewer steps
+    unmatched. difflib takes the longest block first, and among equally long ones the
+    earliest: a step that moved (memory summarizing one step later) can pull a block out of
+    place and leave four steps "missing" and "extra" where two say what happened."""
+    forward = difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
+    n, m = len(old), len(new)
+    backward = [
+        (tag, n - i2, n - i1, m - j2, m - j1)
+        for tag, i1, i2, j1, j2 in reversed(
+            difflib.SequenceMatcher(a=old[::-1], b=new[::-1], autojunk=False).get_opcodes()
+        )
+    ]
+    return min(forward, backward, key=_steps_unmatched)  # a tie keeps the forward alignment
+
+
+def _steps_unmatched(opcodes: list[Opcode]) -> int:
+    return sum(i2 - i1 + j2 - j1 for tag, i1, i2, j1, j2 in opcodes if tag != "equal")
 
 
 def _unaligned(
