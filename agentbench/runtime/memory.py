@@ -62,7 +62,8 @@ class Memory:
 
     def __init__(self, policy: MemoryPolicy) -> None:
         self.policy = policy
-        self.pinned: set[int] = set()  # id() of pinned message dicts
+        # Pinned message dicts by id(), each kept with its id so no new dict can inherit it.
+        self.pinned: dict[int, dict[str, Any]] = {}
         self.outcomes: dict[str, str] = {}  # tool_call_id -> result kind or "rejected"
         # Tool messages already truncated or short enough, by id. The message is kept with its
         # id: a dict compaction let go of could otherwise hand its id to a new, uncut message.
@@ -71,7 +72,7 @@ class Memory:
         self._reported_at: int = 0  # how many messages that report covered
 
     def pin(self, message: dict[str, Any]) -> None:
-        self.pinned.add(id(message))
+        self.pinned[id(message)] = message
 
     def note_outcome(self, call_id: str, kind: str) -> None:
         self.outcomes[call_id] = kind
