@@ -190,8 +190,13 @@ def test_the_whole_path_with_a_baseline_report_diff_and_replay(
         checkout,
         *("run", "golden/sre", "--baseline", "latest", "--json"),
         *("--live-from-divergence", "--base-url", server.base_url),
+        *("--summary-md", str(checkout / "summary.md")),
     )
     assert ran.code == 1 and "Traceback" not in ran.err, ran.err
+    # A passing continued case's drift is listed as not counted, and the summary says why.
+    summary = (checkout / "summary.md").read_text()
+    assert "sre/compare-production" in summary
+    assert "continued live from model call #2" in summary
     document = ran.json()
     kinds = {c["case_id"]: c["kind"] for c in document["comparison"]["cases"]}
     # Judged on what the model says now: two cases really regress, two really still pass.
@@ -216,6 +221,7 @@ def test_the_whole_path_with_a_baseline_report_diff_and_replay(
     assert report.code == 0, report.err
     page = next((checkout / "reports").glob(f"{document['eval_id']}/index.html")).read_text()
     assert "83% CPU" in page  # the live answer is what the report shows
+    assert "continued live from model call #2" in page  # why its drift is not counted
     diff = agentbench(checkout, "diff", baseline, document["eval_id"])
     assert diff.code == 1 and "sre/status-prod-eu" in diff.out
     # The stored run is the live continuation: replayed against the current code, it matches.

@@ -71,7 +71,7 @@ def _testcase(outcome: TrialOutcome, root: Path | None) -> ET.Element:
     if drift is not None:
         failed_by_it = outcome.drift_failed
         counted = "" if failed_by_it else " (reported, not counted: --allow-drift)"
-        if outcome.diverged_at and outcome.diverged_at.get("live_from"):
+        if outcome.continued_live:
             counted = " (reported, not counted: continued live)"
         notes.append(f"request drift{counted}: {drift}")
         verdict = outcome.divergence_verdict()

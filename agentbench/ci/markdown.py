@@ -146,7 +146,7 @@ def _drift(outcomes: Sequence[TrialOutcome], limit: int | None) -> list[str]:
     if not reported:
         return []
     rows = [
-        f"| `{cell(o.suite)}/{cell(o.case_id)}` | {o.trial} | {cell(drift_text(o) or '')} |"
+        f"| `{cell(o.suite)}/{cell(o.case_id)}` | {o.trial} | {cell(_drift_cell(o))} |"
         for o in reported
     ]
     return [
@@ -157,6 +157,14 @@ def _drift(outcomes: Sequence[TrialOutcome], limit: int | None) -> list[str]:
         "| --- | ---: | --- |",
         *_capped(rows, limit, "drifted trials"),
     ]
+
+
+def _drift_cell(outcome: TrialOutcome) -> str:
+    """The drift, and — when a live model took over there — that the rest is real."""
+    text = drift_text(outcome) or ""
+    if outcome.continued_live:
+        text += f"; {outcome.divergence_verdict()}"
+    return text
 
 
 def _render(run: Any, data: dict[str, Any] | None, failed: bool, limit: int | None) -> str:

@@ -82,7 +82,7 @@ def render(run: Any, store_path: Path, *, fail_under: float | None = None) -> st
         for outcome in reported[:MAX_LISTED]:
             lines.append(f"  {outcome.suite}/{outcome.case_id} trial {outcome.trial}")
             lines.append(f"    - {drift_text(outcome)}")
-            if outcome.diverged_at and outcome.diverged_at.get("live_from"):
+            if outcome.continued_live:
                 lines.append(f"    - {outcome.divergence_verdict()}")
         if len(reported) > MAX_LISTED:
             lines.append(f"  … and {len(reported) - MAX_LISTED} more")

@@ -94,6 +94,11 @@ class TrialOutcome:
         """Its request drift failed it (rather than being only reported, --allow-drift)."""
         return any(s["name"] == "request_drift" and not s["passed"] for s in self.scores)
 
+    @property
+    def continued_live(self) -> bool:
+        """The trial diverged and a live model answered from there (--live-from-divergence)."""
+        return bool(self.diverged_at and self.diverged_at.get("live_from"))
+
     def divergence_verdict(self) -> str | None:
         """One line on where the recording stopped applying, for every output."""
         return divergence_verdict(self.diverged_at) if self.diverged_at else None

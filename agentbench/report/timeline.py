@@ -69,6 +69,8 @@ def _replay(outcome: TrialOutcome) -> dict[str, Any] | None:
         if not outcome.divergences:
             return None
         text = describe_divergence(outcome.divergences[0], 120)
+    if outcome.continued_live:  # the drift is not counted because the rest is real answers
+        text += f"; {outcome.divergence_verdict()}"
     return {"text": clip(text), "counted": outcome.drift_failed or not outcome.drifts}
 
 
