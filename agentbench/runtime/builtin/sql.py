@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -286,14 +287,17 @@ def _guess_dialect(connection: Any) -> str:
     return dialect
 
 
-class _Runner:
-    """Where checked SQL runs: `run` under row and size limits and a timeout."""
+class _Runner(ABC):
+    """Where checked SQL runs: `run` under row and size limits and a timeout (in this process
+    on the caller's connection, or in a worker process for a DuckDB file)."""
 
     is_duckdb: bool
 
+    @abstractmethod
     def dialect(self) -> str:
-        raise NotImplementedError
+        """The sqlglot dialect the checked SQL is parsed in."""
 
+    @abstractmethod
     def run(
         self,
         sql: str,
@@ -303,7 +307,7 @@ class _Runner:
         timeout_s: float,
         time_limit_s: float | None = None,
     ) -> Rows:
-        raise NotImplementedError
+        """The rows of `sql`, cut at `max_rows` / `max_bytes`, interrupted after `timeout_s`."""
 
     def fetch_all(self, sql: str) -> list[Any]:
         """Run our own (trusted) catalog query."""
