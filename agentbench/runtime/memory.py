@@ -70,6 +70,9 @@ class Memory:
         self._checked: dict[int, dict[str, Any]] = {}
         self._reported_tokens: int | None = None  # prompt tokens the model last reported
         self._reported_at: int = 0  # how many messages that report covered
+        # The list `prepare` last returned and its length then: the run sends it and only
+        # appends to it, and every request of the run shares it (`MessageView`).
+        self._sent: tuple[list[dict[str, Any]], int] | None = None
 
     def pin(self, message: dict[str, Any]) -> None:
         self.pinned[id(message)] = message
@@ -103,11 +106,17 @@ class Memory:
     async def prepare(
         self, messages: list[dict[str, Any]], system_tokens: int, call_model: CallModel
     ) -> tuple[list[dict[str, Any]], list[Decision]]:
-        """Return the conversation to send (maybe compacted) and what was changed."""
+        """Return the conversation to send (maybe compacted) and what was changed.
+
+        The same list comes back when nothing is compacted. A list this returned before may
+        have messages appended since then cut in place (no request holds those yet); any
+        other list is never changed.
+        """
         decisions: list[Decision] = []
         messages = self._truncate_tool_results(messages, system_tokens, decisions)
         tokens = self.estimate(messages, system_tokens)
         if not self._over(messages, tokens):
+            self._sent = (messages, len(messages))
             return messages, decisions
         # The model's last report no longer describes this conversation.
         self._reported_tokens = None
@@ -128,7 +137,9 @@ class Memory:
                 join_units(units), self._fresh_estimate(join_units(units), system_tokens)
             ):
                 break
-        return join_units(units), decisions
+        compacted = join_units(units)
+        self._sent = (compacted, len(compacted))
+        return compacted, decisions
 
     def _is_pinned(self, unit: Unit, index: int, first_user: int | None) -> bool:
         return index == first_user or any(id(m) in self.pinned for m in unit.messages)
@@ -143,12 +154,19 @@ class Memory:
         self, messages: list[dict[str, Any]], system_tokens: int, decisions: list[Decision]
     ) -> list[dict[str, Any]]:
         limit = self.policy.tool_result_chars
-        out: list[dict[str, Any]] = []
+        # What the list returned last time held was checked then; the rest is new. New
+        # messages of that list were never sent, so a cut one replaces its original in
+        # place: every request of the run keeps sharing one list. Any other list is copied
+        # before its first cut (the caller's list is left as it was).
+        sent = self._sent
+        own = sent is not None and sent[0] is messages and len(messages) >= sent[1]
+        start = sent[1] if own and sent is not None else 0
+        out: list[dict[str, Any]] | None = messages if own else None
         cut: list[str] = []
         before = None
-        for message in messages:
+        for index in range(start, len(messages)):
+            message = messages[index]
             if message.get("role") != "tool" or id(message) in self._checked:
-                out.append(message)
                 continue
             content = message.get("content")
             text, truncated = (
@@ -158,11 +176,14 @@ class Memory:
                 before = (
                     before if before is not None else self._fresh_estimate(messages, system_tokens)
                 )
-                # A new dict: the request already recorded keeps the original message.
+                # A new dict: whoever holds the original (the caller, a trace) keeps it whole.
                 message = {**message, "content": text}
+                if out is None:
+                    out = list(messages)
+                out[index] = message
                 cut.append(message["tool_call_id"])
             self._checked[id(message)] = message
-            out.append(message)
+        out = messages if out is None else out
         if cut:
             decisions.append(
                 Decision(

@@ -8,7 +8,6 @@ what lets agentbench record, compare and replay model calls exactly. `ScriptedMo
 
 from __future__ import annotations
 
-import copy
 import inspect
 import json
 import time
@@ -158,6 +157,20 @@ def _stream_text(
         on_text_delta(word if i == len(words) - 1 else word + " ")
 
 
+def recorded(request: dict[str, Any]) -> dict[str, Any]:
+    """What a test double keeps of a request: a shallow copy, not a deep one.
+
+    The runtime's messages are a `MessageView`, which never changes, so every kept request
+    of a run shares one conversation (a deep copy each would grow with the square of the run's
+    length). A caller's own list may still change after the call, so it is copied (shallowly).
+    """
+    kept = dict(request)
+    messages = kept.get("messages")
+    if isinstance(messages, list):
+        kept["messages"] = list(messages)
+    return kept
+
+
 class ScriptedModel:
     """A model that answers from a queue and remembers every request it saw.
 
@@ -182,7 +195,7 @@ class ScriptedModel:
         self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
     ) -> ChatResponse:
         started = time.perf_counter()
-        self.requests.append(copy.deepcopy(request))
+        self.requests.append(recorded(request))
         if not self._items:
             last = (request.get("messages") or [{}])[-1]
             raise ScriptExhaustedError(
@@ -266,7 +279,7 @@ class FunctionModel:
         self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
     ) -> ChatResponse:
         started = time.perf_counter()
-        self.requests.append(copy.deepcopy(request))
+        self.requests.append(recorded(request))
         info = CallInfo(
             index=len(self.requests) - 1,
             model=self.name,

@@ -25,6 +25,7 @@ from openai.resources.chat.completions import AsyncCompletions
 
 from agentbench.errors import ModelError, ModelTimeoutError, UsageError
 from agentbench.runtime.completions import StreamAccumulator, parse_completion
+from agentbench.runtime.message_view import materialized
 from agentbench.runtime.models import ChatResponse, TextDeltaHandler
 from agentbench.runtime.retry import RetryPolicy, is_retryable_status, parse_retry_after
 
@@ -134,6 +135,7 @@ class OpenAIModel:
         self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
     ) -> ChatResponse:
         started = time.perf_counter()
+        request = materialized(request)  # the SDK serializes lists, not a runtime MessageView
         attempt = 0
         while True:
             attempt += 1
