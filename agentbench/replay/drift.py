@@ -22,6 +22,7 @@ from typing import Any, Literal
 import orjson
 
 from agentbench.replay.masked import fits, unmasked
+from agentbench.runtime.message_view import MessageView
 from agentbench.trace.redact import Redactor, key_words
 
 VOLATILE_TOP_LEVEL = frozenset({"stream_options", "user", "metadata", "store", "service_tier"})
@@ -94,7 +95,7 @@ def normalize(request: dict[str, Any]) -> dict[str, Any]:
     """The request without its volatile fields (a light copy; the input is untouched)."""
     out = {k: v for k, v in request.items() if k not in VOLATILE_TOP_LEVEL}
     messages = out.get("messages")
-    if isinstance(messages, list):
+    if isinstance(messages, list | MessageView):
         out["messages"] = [_normalize_message(m) for m in messages]
     return out
 
@@ -128,24 +129,42 @@ class Fingerprinter:
     """Fingerprints requests of one session, remembering the parts it has seen.
 
     Each step's request repeats the previous step's messages (the same objects) plus a few
-    new ones; digests are cached by object, so a step costs O(new messages), not O(all).
-    The cache keeps a reference to each object, so an id is never reused while cached.
+    new ones, and usually the same system message, tools and model; digests are cached by
+    object (scalars by value), and the conversation's hash state is kept, so a step costs
+    O(new messages) digests, not O(all). The cache keeps a reference to each object, so an
+    id is never reused while cached. Incremental and whole hashes are equal by construction:
+    the conversation's hash is a running hash of its messages' digests, in order.
     """
 
     def __init__(self) -> None:
         self._cache: dict[int, tuple[Any, bytes]] = {}
+        self._scalars: dict[tuple[type, Any], bytes] = {}
         self._seen: list[Any] = []  # the conversation hashed last time, and the hash state
         self._state = hashlib.blake2b(digest_size=16)
+        self._view: MessageView | None = None  # the view hashed last time, if it was one
+        self._lead = 0  # whether the messages hashed last time began with a system message
+        self._seen_size = 0  # how many messages (system message included) that was
 
     def _part(self, value: Any) -> bytes:
         if not isinstance(value, dict | list):
-            return _digest(value)
+            return self._scalar(value)
         hit = self._cache.get(id(value))
         if hit is not None and hit[0] is value:
             return hit[1]
         digest = _digest(value)
         self._cache[id(value)] = (value, digest)
         return digest
+
+    def _scalar(self, value: Any) -> bytes:
+        try:
+            # Keyed by type too: 1, 1.0 and True are equal keys but serialize differently.
+            key = (type(value), value)
+            hit = self._scalars.get(key)
+        except TypeError:  # unhashable: digested every time
+            return _digest(value)
+        if hit is None:
+            hit = self._scalars[key] = _digest(value)
+        return hit
 
     def __call__(self, request: dict[str, Any]) -> str:
         """A hash of the request's meaning: equal fingerprints, no drift."""
@@ -155,29 +174,55 @@ class Fingerprinter:
                 continue
             hasher.update(key.encode())
             value = request[key]
-            if key == "messages" and isinstance(value, list):
+            if key == "messages" and isinstance(value, list | MessageView):
                 # The system message is re-rendered every step; the rest only grows.
-                system = value[:1] if value and value[0].get("role") == "system" else []
-                for message in system:
-                    hasher.update(self._part(message))
-                hasher.update(self._conversation(value[len(system) :]))
+                size = len(value)
+                first = value[0] if size else None
+                lead = 1 if first is not None and first.get("role") == "system" else 0
+                if lead:
+                    hasher.update(self._part(first))
+                hasher.update(self._messages(value, size, lead))
             else:
                 hasher.update(self._part(value))
         return hasher.hexdigest()
 
-    def _conversation(self, messages: list[Any]) -> bytes:
+    def _messages(self, value: list[Any] | MessageView, size: int, lead: int) -> bytes:
+        """The running hash of the conversation, `value[lead:]`.
+
+        A view that extends the last one shares its list, which only grows, so what is new
+        is read by position, without copying or comparing the rest (O(new), not O(all)).
+        """
+        last, self._view = self._view, value if isinstance(value, MessageView) else None
+        if (
+            isinstance(value, MessageView)
+            and last is not None
+            and lead == self._lead
+            and value.extends(last)
+            and self._seen_size == len(self._seen) + lead
+        ):
+            self._seen_size = size
+            new = value.since(last)
+            for message in new:
+                self._state.update(self._part(message))
+            self._seen.extend(new)
+            return self._state.digest()
+        self._lead, self._seen_size = lead, size
+        return self._conversation(value if isinstance(value, list) else value.as_list(), lead)
+
+    def _conversation(self, messages: list[Any], lead: int) -> bytes:
+        """The running hash of `messages[lead:]`, extended when they extend the last ones."""
         known = len(self._seen)
         # List equality is checked in C and short-circuits on identical objects.
-        if len(messages) >= known and messages[:known] == self._seen:
-            state = self._state.copy()
-            new = messages[known:]
+        if len(messages) - lead >= known and messages[lead : lead + known] == self._seen:
+            new = messages[lead + known :]
         else:
-            state = hashlib.blake2b(digest_size=16)
-            new = messages
+            self._state = hashlib.blake2b(digest_size=16)
+            self._seen = []
+            new = messages[lead:]
         for message in new:
-            state.update(self._part(message))
-        self._seen, self._state = list(messages), state.copy()
-        return state.digest()
+            self._state.update(self._part(message))
+        self._seen.extend(new)
+        return self._state.digest()  # digest() leaves the state open for the next step
 
 
 def fingerprint(request: dict[str, Any]) -> str:

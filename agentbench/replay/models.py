@@ -24,7 +24,6 @@ from agentbench.replay.drift import (
     FINGERPRINT_VERSION,
     Change,
     Fingerprinter,
-    fingerprint,
     nearest,
     request_diff,
 )
@@ -149,6 +148,9 @@ class ReplayModel:
         self.recorded: list[Interaction] = []  # interactions answered live, to append
         self._fingerprints: dict[int, str] = {}
         self._fingerprint = Fingerprinter()  # the current side: incremental per step
+        # The recorded side, for a cassette saved without fingerprints: incremental too (its
+        # requests repeat each other's messages by value), so a step stays O(new messages).
+        self._recorded_fingerprint = Fingerprinter()
         stored = cassette.info.get("fingerprints")
         if cassette.info.get("fingerprint_version") == FINGERPRINT_VERSION and isinstance(
             stored, list
@@ -175,7 +177,7 @@ class ReplayModel:
         recorded = self.cassette.interactions[index]
         expected = self._fingerprints.get(index)
         if expected is None:
-            expected = self._fingerprints[index] = fingerprint(recorded.request)
+            expected = self._fingerprints[index] = self._recorded_fingerprint(recorded.request)
         # A different fingerprint is only a hint: the recording may hold masked secrets, or
         # have been converted from a stored run, where the same request differs in bytes.
         changes = (
@@ -195,7 +197,9 @@ class ReplayModel:
                     changes,
                 )
         response = recorded.response(on_text_delta if request.get("stream") else None)
-        return response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})
+        # Parsed just now and ours alone, so set in place: what model_copy(update=) would give.
+        response.latency_ms = (time.perf_counter() - started) * 1000
+        return response
 
     def _goes_live(self, index: int) -> bool:
         if self.record_mode is RecordMode.ALL or self.live_began is not None:

@@ -28,6 +28,7 @@ from agentbench.runtime.events import (
     StopReason,
     TextDelta,
 )
+from agentbench.runtime.message_view import MessageView
 from agentbench.runtime.models import ChatResponse
 from agentbench.runtime.orchestration import (
     HandoffRequest,
@@ -58,25 +59,27 @@ async def drive(run: RunState) -> AsyncIterator[Any]:
             run.iteration += 1
             run.context.step = run.iteration
             request: dict[str, Any] = {}
-            async for event in _prepare_request(run, request):
+            for event in await _prepare_request(run, request):
                 yield event
             yield run.event(ModelRequest, step=run.iteration, request=request)
-            response: ChatResponse | None = None
-            async for item in _ask_model(run, request):
-                if isinstance(item, ChatResponse):
-                    response = item
-                else:
-                    yield item
-            assert response is not None
+            if request.get("stream"):
+                answer: list[ChatResponse] = []
+                async for event in _stream_model(run, request, answer):
+                    yield event
+                response = answer[0]
+            else:
+                response, deltas = await _ask_model(run, request)
+                for event in deltas:
+                    yield event
             _account(run, request, response)
             run.messages.append(response.as_message())
             yield run.event(ModelResponse, step=run.iteration, response=response)
             if response.tool_calls:
-                async for event in run_tool_calls(run, response.tool_calls, run.iteration):
-                    yield event
+                turn = run_tool_calls(run, response.tool_calls, run.iteration)
             else:
-                for event in _finish_or_correct(run, response):
-                    yield event
+                turn = _as_async(_finish_or_correct(run, response))
+            async for event in turn:
+                yield event
         for event in _pass_on(run):
             yield event
     except RunTimeoutError as exc:
@@ -88,7 +91,14 @@ async def drive(run: RunState) -> AsyncIterator[Any]:
         message = str(exc) if isinstance(exc, AgentbenchError) else f"{type(exc).__name__}: {exc}"
         error = ErrorInfo(type=type(exc).__name__, message=message, step=run.iteration)
         run.finish(StopReason.ERROR, error=error)
+    finally:
+        run.release_deadline()
     run.close_open_calls()
+
+
+async def _as_async(events: list[Any]) -> AsyncIterator[Any]:
+    for event in events:
+        yield event
 
 
 def _follow_up_shortcut(run: RunState) -> None:
@@ -124,13 +134,17 @@ def _check_brakes(run: RunState) -> GuardTriggered | None:
     )
 
 
-async def _prepare_request(run: RunState, request: dict[str, Any]) -> AsyncIterator[Any]:
-    """Fill `request` for this iteration; memory decisions (and summarizer calls) are yielded."""
+async def _prepare_request(run: RunState, request: dict[str, Any]) -> list[Any]:
+    """Fill `request` for this iteration; return memory's events (decisions, summarizer calls).
+
+    A coroutine, not an async generator: memory's events all come after its work anyway.
+    """
     agent = run.agent
     settings = agent.model_settings
     schema = agent.output_schema()
     # Re-render only when what the template reads changed: most steps of a long run repeat
     # the same instructions, and rendering costs more than the rest of a replayed step.
+    # (`state_version` moves only when the instructions show the state lines.)
     key = (run.context.version, run.state_version)
     if run.system_message is None or run.system_key != key:
         system = agent.template.render(
@@ -141,15 +155,16 @@ async def _prepare_request(run: RunState, request: dict[str, Any]) -> AsyncItera
             pinned=run.context.pinned_facts,
             handoff=run.handoff_note,
         )
-        run.system_message = {"role": "system", "content": system}
+        # The same text keeps the same message object, so what hashes a request by object
+        # (the replay fingerprint, the trace's request diff) finds it already known.
+        if run.system_message is None or run.system_message["content"] != system:
+            run.system_message = {"role": "system", "content": system}
         run.system_key = key
     else:
         system = run.system_message["content"]
-    if run.memory is not None:
-        async for event in _compact(run, estimate_tokens(system)):
-            yield event
+    events = [] if run.memory is None else await _compact(run, estimate_tokens(system))
     request["model"] = settings.model or run.model.name
-    request["messages"] = [run.system_message, *run.messages]
+    request["messages"] = MessageView(run.system_message, run.messages)
     if run.tool_schemas:
         request["tools"] = run.tool_schemas
     request.update(settings.request_params())
@@ -158,9 +173,10 @@ async def _prepare_request(run: RunState, request: dict[str, Any]) -> AsyncItera
             "type": "json_schema",
             "json_schema": {"name": agent.final_type.__name__, "schema": schema},  # type: ignore[union-attr]
         }
+    return events
 
 
-async def _compact(run: RunState, system_tokens: int) -> AsyncIterator[Any]:
+async def _compact(run: RunState, system_tokens: int) -> list[Any]:
     """Let the memory policy compact the conversation; its model calls are ordinary events."""
     assert run.memory is not None
     pending: list[Any] = []
@@ -176,10 +192,8 @@ async def _compact(run: RunState, system_tokens: int) -> AsyncIterator[Any]:
         return response
 
     run.messages, decisions = await run.memory.prepare(run.messages, system_tokens, call_model)
-    for event in pending:
-        yield event
-    for decision in decisions:
-        yield run.event(
+    return pending + [
+        run.event(
             MemoryDecision,
             step=run.iteration,
             action=decision.action,
@@ -190,6 +204,8 @@ async def _compact(run: RunState, system_tokens: int) -> AsyncIterator[Any]:
             summary=decision.summary,
             detail=decision.detail,
         )
+        for decision in decisions
+    ]
 
 
 def _account(run: RunState, request: dict[str, Any], response: ChatResponse) -> None:
@@ -199,23 +215,23 @@ def _account(run: RunState, request: dict[str, Any], response: ChatResponse) -> 
         run.memory.observe_usage(len(request["messages"]) - 1, response.usage.input_tokens)
 
 
-async def _ask_model(run: RunState, request: dict[str, Any]) -> AsyncIterator[Any]:
-    """Call the model under the deadline; yield TextDelta events, then the ChatResponse.
-
-    When the request streams, deltas are yielded as they arrive; otherwise any deltas the
-    model reports are yielded after it answers (no task or queue needed on the fast path).
-    """
+async def _ask_model(
+    run: RunState, request: dict[str, Any]
+) -> tuple[ChatResponse, list[TextDelta]]:
+    """Call the model under the deadline: its response, and the TextDelta events of any text
+    it reported, to follow it (no task, queue or generator needed on this fast path)."""
     step = run.iteration
-    if not request.get("stream"):
-        deltas: list[str] = []
-        response = await run.within_deadline(
-            run.model.complete(request, on_text_delta=deltas.append)
-        )
-        for text in deltas:
-            yield run.event(TextDelta, step=step, text=text)
-        yield response
-        return
+    deltas: list[str] = []
+    response = await run.within_deadline(run.model.complete(request, on_text_delta=deltas.append))
+    return response, [run.event(TextDelta, step=step, text=text) for text in deltas]
 
+
+async def _stream_model(
+    run: RunState, request: dict[str, Any], answer: list[ChatResponse]
+) -> AsyncIterator[TextDelta]:
+    """Call a streaming model under the deadline; yield TextDelta events as they arrive, and
+    put its ChatResponse in `answer` once it has answered."""
+    step = run.iteration
     queue: asyncio.Queue[str] = asyncio.Queue()
     call = asyncio.ensure_future(run.model.complete(request, on_text_delta=queue.put_nowait))
     try:
@@ -232,7 +248,7 @@ async def _ask_model(run: RunState, request: dict[str, Any]) -> AsyncIterator[An
             else:
                 text = queue.get_nowait()
             yield run.event(TextDelta, step=step, text=text)
-        yield call.result()
+        answer.append(call.result())
     finally:
         if not call.done():
             call.cancel()

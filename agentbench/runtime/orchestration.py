@@ -59,6 +59,7 @@ def handoff_tool(target: Agent) -> Tool:
         ),
         effect=Effect.READ_ONLY,
         idempotent=True,
+        blocking=False,  # returns a constant: no thread needed
     )
     made.parameters["properties"]["reason"]["description"] = "Why this agent should take over."
     made.parameters["properties"]["summary"]["description"] = (
@@ -239,7 +240,7 @@ def dispatch_tool(router_name: str, routes: AgentRegistry) -> Tool:
         return f"Dispatched to {agent_id}."
 
     # The signature is generic; the schema narrows agent_id to the registered ids.
-    made = Tool(dispatch_to_agent, name=DISPATCH_TOOL, effect=Effect.READ_ONLY)
+    made = Tool(dispatch_to_agent, name=DISPATCH_TOOL, effect=Effect.READ_ONLY, blocking=False)
     model = create_model(
         "DispatchToAgentArguments",
         __config__=ConfigDict(extra="forbid"),

@@ -67,6 +67,15 @@ class RunResult:
 
 
 @dataclass
+class _Guard:
+    """One await under the run's deadline: its task, and that task's cancel count before."""
+
+    task: asyncio.Task[Any]
+    cancelling: int
+    fired: bool = False
+
+
+@dataclass
 class Stop:
     reason: StopReason
     output: Any = None
@@ -111,6 +120,8 @@ class RunState:
         self.call_counts: Counter[tuple[str, str]] = Counter()
         self.state_lines: list[str] = []
         self.state_version = 0  # bumped with every line remembered
+        # Whether the instructions show the state lines: a summary, or a template reading them.
+        self.shows_state = agent.state_summary or agent.template.mentions_state
         self._state_tokens: list[int] = []
         self.output_corrections = 0
         self.stop: Stop | None = None
@@ -120,6 +131,8 @@ class RunState:
         self.started = time.perf_counter()
         limit = agent.limits.timeout_s
         self.deadline = None if limit is None else time.monotonic() + limit
+        self._alarm: asyncio.TimerHandle | None = None  # fires once, at the deadline
+        self._guards: list[_Guard] = []  # the awaits the deadline would interrupt now
         self.tool_schemas = agent.tool_schemas()
 
     def _initial_messages(self, input: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -172,20 +185,53 @@ class RunState:
         return self.deadline - time.monotonic()
 
     async def within_deadline(self, awaitable: Any) -> Any:
-        """Await under the run's wall-clock budget; raise RunTimeoutError when it runs out."""
-        remaining = self.remaining_s()
-        if remaining is None:
+        """Await under the run's wall-clock budget; raise RunTimeoutError when it runs out.
+
+        One timer per run, not an `asyncio.timeout` per await: the timer cancels whatever the
+        run is awaiting under the deadline when it fires, with asyncio.timeout's accounting
+        (a cancellation from elsewhere stays a cancellation).
+        """
+        if self.deadline is None:
             return await awaitable
-        if remaining <= 0:
+        if time.monotonic() >= self.deadline:
             if asyncio.iscoroutine(awaitable):
                 awaitable.close()
             raise RunTimeoutError(self._timeout_message())
+        task = asyncio.current_task()
+        assert task is not None, "within_deadline awaits inside a task"
+        if self._alarm is None:
+            loop = asyncio.get_running_loop()
+            self._alarm = loop.call_at(
+                loop.time() + (self.deadline - time.monotonic()), self._on_deadline
+            )
+        guard = _Guard(task, task.cancelling())
+        self._guards.append(guard)
         try:
-            # asyncio.timeout, not wait_for: no extra task per model or tool call.
-            async with asyncio.timeout(remaining):
-                return await awaitable
+            return await awaitable
+        except asyncio.CancelledError:
+            if guard.fired and task.uncancel() <= guard.cancelling:
+                guard.fired = False
+                raise RunTimeoutError(self._timeout_message()) from None
+            guard.fired = False
+            raise
         except TimeoutError:
+            # As under asyncio.timeout: a TimeoutError out of a guarded await ends the run.
             raise RunTimeoutError(self._timeout_message()) from None
+        finally:
+            self._guards.remove(guard)
+            if guard.fired:  # cancelled by the deadline, but the await ended some other way
+                task.uncancel()
+
+    def _on_deadline(self) -> None:
+        for guard in self._guards:
+            guard.fired = True
+            guard.task.cancel()
+
+    def release_deadline(self) -> None:
+        """Drop the run's timer (the run is over); a later await raises if past the deadline."""
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm = None
 
     def _timeout_message(self) -> str:
         return (
@@ -194,7 +240,10 @@ class RunState:
         )
 
     def remember(self, tool: str, arguments: str, kind: str, observation: str) -> None:
-        """Add one line to the "state so far" the instructions show."""
+        """Add one line to the "state so far" the instructions show (if they show it: no
+        line is kept, and no re-render caused, for instructions that never show one)."""
+        if not self.shows_state:
+            return
         summary = observation.replace("\n", " ")
         if len(summary) > _STATE_LINE_CHARS:
             summary = summary[: _STATE_LINE_CHARS - 1] + "…"

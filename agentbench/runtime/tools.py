@@ -6,6 +6,12 @@ Calling it never raises into the runner: the outcome is a `ToolResult` that is `
 `system_error` (an exception or a timeout — the tool itself failed). Each tool declares its
 effect, its timeout and whether it is idempotent, which is what replay and parallel execution
 need to know to treat it safely.
+
+A sync tool runs on a daemon thread, so its timeout holds even when it blocks (Python cannot
+interrupt a call on the event loop's own thread). A sync tool declared `blocking=False` (pure
+computation, no I/O, no locks, no sleeping) runs on the event loop instead, which saves the
+thread hop; its timeout is then cooperative: a call that returns after `timeout_s` is
+reported as timed out, exactly as the thread would have reported it.
 """
 
 from __future__ import annotations
@@ -149,6 +155,7 @@ class Tool:
         timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
         idempotent: bool = False,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        blocking: bool = True,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -169,6 +176,12 @@ class Tool:
         self.idempotent = idempotent
         self.max_result_chars = max_result_chars
         self.is_async = inspect.iscoroutinefunction(fn)
+        if not blocking and self.is_async:
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: blocking=False is for sync functions; an async tool "
+                "already runs on the event loop"
+            )
+        self.blocking = blocking
         schema = build_function_schema(fn, name=self.name, description=description)
         self.description = schema.description
         self.parameters = schema.parameters
@@ -212,6 +225,8 @@ class Tool:
             kwargs[self.context_param] = context
         try:
             value = await self._call_with_timeout(kwargs)
+            if isinstance(value, _SCALAR):
+                return _scalar_ok(value, started, self.max_result_chars)
             result = value if isinstance(value, ToolResult) else ToolResult.ok(value)
         except BusinessFailure as exc:
             result = ToolResult.business_failure(exc.message, exc.data, stop=exc.stop)
@@ -246,7 +261,20 @@ class Tool:
             except TimeoutError as exc:
                 raise _RaisedByTool(exc) from exc
 
-        return await run_in_thread(call_sync, self.timeout_s)
+        if self.blocking:
+            return await run_in_thread(call_sync, self.timeout_s)
+        # Cooperative: the thread would have stopped waiting at `timeout_s`, whatever the
+        # call did after that, so an overrun is a timeout whether it returned or raised.
+        deadline = None if self.timeout_s is None else time.perf_counter() + self.timeout_s
+        try:
+            value = call_sync()
+        except Exception:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise TimeoutError from None
+            raise
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TimeoutError
+        return value
 
 
 class _RaisedByTool(Exception):  # noqa: N818 - internal wrapper, never escapes this module
@@ -260,11 +288,22 @@ class _RaisedByTool(Exception):  # noqa: N818 - internal wrapper, never escapes 
 ToolInterceptor = Callable[[Tool, dict[str, Any], RunContext], Awaitable["ToolResult | None"]]
 
 
+_SCALAR = str | None | bool | int | float
+
+
+def _scalar_ok(value: Any, started: float, limit: int) -> ToolResult:
+    """The most common result, built once: what `_finish(ToolResult.ok(value), ...)` gives,
+    fields set included, without its validation and copy (a scalar needs neither)."""
+    fields: dict[str, Any] = {"kind": ResultKind.OK, "data": value}
+    if isinstance(value, str):
+        fields["data"], fields["truncated"] = truncate_text(value, limit)
+    fields["duration_ms"] = (time.perf_counter() - started) * 1000
+    return ToolResult.model_construct(set(fields), **fields)
+
+
 def _finish(result: ToolResult, started: float, limit: int) -> ToolResult:
     update: dict[str, Any] = {"duration_ms": (time.perf_counter() - started) * 1000}
-    if result.kind is ResultKind.OK and not isinstance(
-        result.data, str | None | bool | int | float
-    ):
+    if result.kind is ResultKind.OK and not isinstance(result.data, _SCALAR):
         # Structured data is kept whole unless its text would blow the limit.
         text = _as_text(result.data)
         if len(text) > limit:
@@ -290,6 +329,7 @@ def tool(
     timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
     idempotent: bool = False,
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    blocking: bool = True,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
