@@ -10,11 +10,19 @@
 2. One run per length (25 … 200 steps): stored bytes per step against the bytes of the run's
    messages. The ratio must stay flat as runs grow; storing every request in full (shown for
    contrast) grows with the length of the run.
+3. Flatness: the same number of steps as short runs (25 steps) and as long ones (400 steps),
+   each recorded and raw-inserted REPEAT times, medians taken: recorded steps/s for both
+   lengths and their ratio (target: within 20%), and recorded time over raw Arrow time for
+   each (target: at most 3.3x).
+
+Only APIs that exist before and after the performance work are used, so the same script
+measures both (`PYTHONPATH=/tmp/before python benchmarks/trace_ingest.py`).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -38,6 +46,12 @@ from agentbench.trace._json import canonical
 from agentbench.trace.redact import Redactor
 from agentbench.trace.schema import TABLES
 
+try:  # the runtime sends a view of its conversation where it has one (feature-detected,
+    # so this script measures the tree from before it too, which sent lists)
+    from agentbench.runtime.message_view import MessageView
+except ImportError:
+    MessageView = None
+
 TOOLS = [
     {
         "type": "function",
@@ -52,10 +66,11 @@ TOOLS = [
 
 def run_events(run_id: str, steps: int) -> tuple[list[Any], list[dict[str, Any]]]:
     """A run's events, and every message it sent (for the size baseline)."""
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You answer questions about the catalogue."},
+    system = {"role": "system", "content": "You answer questions about the catalogue."}
+    conversation: list[dict[str, Any]] = [
         {"role": "user", "content": "Find me three teas under 10 euros, with reasons."},
     ]
+    messages: list[dict[str, Any]] = [system, *conversation]
     events: list[Any] = []
     seq = 0
 
@@ -66,7 +81,8 @@ def run_events(run_id: str, steps: int) -> tuple[list[Any], list[dict[str, Any]]
 
     add(RunStarted, input=messages[1]["content"], model="bench")
     for step in range(1, steps + 1):
-        request = {"model": "bench", "messages": list(messages), "tools": TOOLS}
+        sent = MessageView(system, conversation) if MessageView else list(messages)
+        request = {"model": "bench", "messages": sent, "tools": TOOLS}
         add(ModelRequest, step=step, request=request)
         call = ToolCall("search", {"q": f"tea number {step}"}, id=f"call_{run_id}_{step}")
         response = ChatResponse(
@@ -89,8 +105,12 @@ def run_events(run_id: str, steps: int) -> tuple[list[Any], list[dict[str, Any]]
             result=result,
             effect="read_only",
         )
-        messages.append(response.as_message())
-        messages.append({"role": "tool", "tool_call_id": call.id, "content": str(data)})
+        for message in (
+            response.as_message(),
+            {"role": "tool", "tool_call_id": call.id, "content": str(data)},
+        ):
+            messages.append(message)
+            conversation.append(message)
     add(RunFinished, stop_reason="completed", output="done", iterations=steps)
     return events, messages
 
@@ -151,7 +171,11 @@ def size_table(folder: Path, lengths: list[int]) -> None:
         record(store, [events])
         stored = stored_bytes(store.path, f"run_size_{steps}")
         message_bytes = sum(len(canonical(m)) for m in messages)
-        full = sum(len(canonical(e.request)) for e in events if e.kind == "model_request")
+        full = sum(
+            len(canonical({**e.request, "messages": list(e.request["messages"])}))
+            for e in events
+            if e.kind == "model_request"
+        )
         print(
             f"  {steps:>5}  {stored / steps:>10,.0f}  {message_bytes:>13,}"
             f"  {stored / message_bytes:>15.2f}  {full / message_bytes:>21.1f}"
@@ -159,10 +183,43 @@ def size_table(folder: Path, lengths: list[int]) -> None:
         store.close()
 
 
+def timed_pair(folder: Path, name: str, runs: list[list[Any]]) -> tuple[float, float]:
+    """(recorded seconds, raw Arrow seconds) for these runs, each into a fresh store."""
+    store = TraceStore(folder / f"{name}.duckdb")
+    with store.writing():
+        pass  # create and migrate the file first: the baseline's tables exist too
+    recorded_s = record(store, runs)
+    store.close()
+    return recorded_s, raw_insert(store.path, folder / f"{name}_raw.duckdb")
+
+
+def flatness(folder: Path, total_steps: int, repeat: int) -> None:
+    short, long = 25, 400
+    by_length: dict[int, tuple[list[float], list[float]]] = {short: ([], []), long: ([], [])}
+    for attempt in range(repeat):
+        for steps in (short, long):  # interleaved, so load on the machine hits both alike
+            count = max(1, total_steps // steps)
+            runs = [run_events(f"run_{steps}_{attempt}_{i:04d}", steps)[0] for i in range(count)]
+            recorded_s, raw_s = timed_pair(folder, f"flat_{steps}_{attempt}", runs)
+            by_length[steps][0].append(count * steps / recorded_s)
+            by_length[steps][1].append(recorded_s / raw_s)
+    rate = {steps: statistics.median(values[0]) for steps, values in by_length.items()}
+    over_raw = {steps: statistics.median(values[1]) for steps, values in by_length.items()}
+    print(f"\nflatness: {total_steps} steps as {short}- and {long}-step runs, median of {repeat}")
+    for steps in (short, long):
+        print(
+            f"  {steps:>3}-step runs: {rate[steps]:>8,.0f} steps/s recorded,"
+            f" {over_raw[steps]:5.1f}x the raw Arrow insert's time (target <= 3.3x)"
+        )
+    print(f"  steps/s {long} / {short}: {rate[long] / rate[short]:.2f} (target: 0.80 or more)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--flat-steps", type=int, default=2000, help="steps per flatness sample")
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agentbench-bench-") as tmp:
         folder = Path(tmp)
@@ -181,6 +238,7 @@ def main() -> None:
         print(f"  raw Arrow insert of the same rows:              {steps / raw_s:>10,.0f} steps/s")
         print(f"  ratio raw / recorded: {recorded_s / raw_s:.1f}x")
         size_table(folder, [25, 50, 100, 200])
+        flatness(folder, args.flat_steps, args.repeat)
 
 
 if __name__ == "__main__":

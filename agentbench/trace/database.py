@@ -12,6 +12,14 @@ Waiting readers get the lock first (see `readers`): a reader that has to wait sa
 spool, and a writer that sees it stays out for a moment. A file that exists but is empty (its
 creator was killed before DuckDB wrote a header) is made a new store on the first write; one
 shorter than DuckDB's own block count says was cut short, and is refused as damaged.
+
+The ingest thread keeps its write connection between batches (`keep=True`): opening,
+checking and closing the file cost far more than a batch's inserts. A kept connection is
+only a parking spot inside the process lock: whoever opens the path next in this process
+reuses it (another keeping writer) or closes it first (a reader, a plain writer), so there is
+still one connection per path and the lock probes below stay safe. It is given up when a
+reader from another process announces itself, once it has been held `MAX_HOLD_S` (so other
+writers get their turn), and when its owner goes idle (`release`).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -55,6 +64,18 @@ _READER_WAITING = "a reader is waiting for it"
 _HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.*?) \(PID (?P<pid>\d+)\)")
 _process_locks: dict[Path, threading.Lock] = {}
 _process_locks_guard = threading.Lock()
+# A kept write connection is handed on for at most this long after it was opened.
+MAX_HOLD_S = 2.0
+
+
+@dataclass
+class _Kept:
+    conn: duckdb.DuckDBPyConnection
+    pid: int  # a forked child must neither use nor close its parent's connection
+    opened_at: float
+
+
+_kept: dict[Path, _Kept] = {}  # guarded by the path's process lock
 
 
 def _process_lock(path: Path) -> threading.Lock:
@@ -81,9 +102,13 @@ def opened(
     write: bool,
     wait_s: float,
     on_wait: WaitNotice | None = None,
+    keep: bool = False,
+    on_open: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to `path`, held exclusively within this process until the block ends.
 
+    `keep` (writers): park the connection afterwards for the next keeping writer, unless the
+    block failed. `on_open` runs once on each new connection (not on a kept one).
     `wait_s` bounds how long to wait for another process's lock (0: try once). Raises
     StoreBusyError when it runs out, StoreNotFoundError for a missing file opened to read,
     StoreFormatError for a file DuckDB cannot read (StoreDamagedError: one cut short).
@@ -93,15 +118,71 @@ def opened(
     if not got:
         raise StoreBusyError(f"trace store {path} is in use by another thread of this process")
     try:
-        conn = _connect(path, write=write, wait_s=wait_s, on_wait=on_wait)
+        kept = _reusable(path) if write and keep else _close_kept(path)
+        if kept is None:
+            conn = _connect(path, write=write, wait_s=wait_s, on_wait=on_wait)
+            kept = _Kept(conn, os.getpid(), time.monotonic())
+            try:
+                _check_whole(conn, path)
+                conn.execute("SET TimeZone = 'UTC'")  # dates and partitions must not depend on TZ
+                if on_open is not None:
+                    on_open(conn)
+            except BaseException:
+                conn.close()
+                raise
+        done = False
         try:
-            _check_whole(conn, path)
-            conn.execute("SET TimeZone = 'UTC'")  # dates and partitions must not depend on TZ
-            yield conn
+            yield kept.conn
+            done = True
         finally:
-            conn.close()
+            if done and write and keep and time.monotonic() - kept.opened_at < MAX_HOLD_S:
+                _kept[path] = kept
+            else:
+                kept.conn.close()
     finally:
         lock.release()
+
+
+def is_kept(path: Path) -> bool:
+    """Does this process keep a write connection to `path` open between batches?"""
+    kept = _kept.get(path)
+    return kept is not None and kept.pid == os.getpid()
+
+
+def release(path: Path, *, wait_s: float = 0.0) -> bool:
+    """Close this process's kept connection to `path` (its owner went idle, or is done).
+    False if another thread holds the path meanwhile (it closes or keeps it itself)."""
+    lock = _process_lock(path)
+    if not (lock.acquire(timeout=wait_s) if wait_s > 0 else lock.acquire(blocking=False)):
+        return False
+    try:
+        _close_kept(path)
+    finally:
+        lock.release()
+    return True
+
+
+def _reusable(path: Path) -> _Kept | None:
+    """The kept connection, if it may serve another batch: not when a reader from another
+    process waits (it goes first, as for a new connection) or it is past `MAX_HOLD_S`."""
+    kept = _kept.get(path)
+    if kept is None or kept.pid != os.getpid():
+        _kept.pop(path, None)
+        return None
+    if readers.should_give_way(path, spool_dir(path)) or (
+        time.monotonic() - kept.opened_at >= MAX_HOLD_S
+    ):
+        return _close_kept(path)
+    readers.wrote(path)
+    del _kept[path]
+    return kept
+
+
+def _close_kept(path: Path) -> None:
+    """Close the kept connection to `path`, if any (the caller holds the process lock)."""
+    kept = _kept.pop(path, None)
+    if kept is not None and kept.pid == os.getpid():
+        kept.conn.close()
 
 
 def _connect(

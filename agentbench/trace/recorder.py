@@ -340,7 +340,7 @@ class TraceRecorder:
 
     def _json(self, value: Any) -> str:
         """Every JSON column is written through here: redaction cannot be skipped."""
-        return _json.dumps(self.redactor.value(value))
+        return self.redactor.json(value)
 
     def _response_json(self, response: Any) -> str:
         """A model response; a streamed one keeps its chunks, whose fragments are redacted

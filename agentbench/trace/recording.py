@@ -3,8 +3,10 @@
 A finished run is appended to the journal (durable at once) and queued; a background thread
 stores queued runs in DuckDB whenever it can take the write lock, retrying with jittered
 backoff while another process holds it, and taking whatever else queued meanwhile with it
-(group commit) up to a bound. The connection is closed after every batch, so other processes
-— writers and `agentbench traces` readers, which writers let in first (see `readers`) — get
+(group commit) up to a bound. While runs keep coming the thread keeps its connection from
+batch to batch (see `database`); it closes it once idle for `IDLE_CLOSE_S`, after a flush, when
+a reader waits and after `database.MAX_HOLD_S`, pausing a moment then, so other processes —
+writers and `agentbench traces` readers, which writers let in first (see `readers`) — get
 their turn. At exit the queue is flushed (bounded wait); if the store stays busy the journal
 is left behind and the next process to open the store ingests it, so nothing is lost either
 way. A journal is deleted (or rotated) only once every run in it is committed; runs taken for
@@ -14,6 +16,7 @@ a batch that failed go back to the queue.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import random
@@ -26,6 +29,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from agentbench.trace import database
 from agentbench.trace.database import WaitNotice, opened
 from agentbench.trace.errors import StoreBusyError
 from agentbench.trace.ingest import insert_rows
@@ -38,6 +42,12 @@ log = logging.getLogger("agentbench.trace")
 _FIRST_RETRY_S = 0.02
 _MAX_RETRY_S = 1.0
 _ROTATE_BYTES = 4 << 20
+# A kept connection is closed after this long without a batch: the file is free again for
+# other processes soon after this one stops recording.
+IDLE_CLOSE_S = 0.5
+# Group commit: once a run is queued, the thread waits this long for others to join its
+# batch (they are durable in the journal meanwhile); a commit costs far more than its rows.
+GATHER_S = 0.25
 # Bounds on one batch, so the write lock is held for a short, bounded time: queued parts
 # (a part is one run, or one eval's results) and bytes of dead journals.
 MAX_BATCH_PARTS = 200
@@ -55,8 +65,10 @@ def store_batch(
     wait_s: float,
     on_wait: WaitNotice | None = None,
     committed: Callable[[], None] = lambda: None,
+    keep: bool = False,
 ) -> bool:
-    """Open the store for writing, migrate it, and store `take()` plus dead journals.
+    """Open the store for writing, migrate it, and store `take()` plus dead journals
+    (`keep`: on the connection kept from the last batch, and keep it for the next one).
 
     The batch is taken only once the write lock is held, so whoever holds the lock sees
     every run queued before it; on any failure it is given back for the next attempt, and
@@ -66,8 +78,14 @@ def store_batch(
     dead: list[Recovered] = []
     more = stored = False
     try:
-        with opened(db_path, write=True, wait_s=wait_s, on_wait=on_wait) as conn:
-            migrate(conn, db_path)
+        with opened(
+            db_path,
+            write=True,
+            wait_s=wait_s,
+            on_wait=on_wait,
+            keep=keep,
+            on_open=lambda conn: migrate(conn, db_path),
+        ) as conn:
             batch = take()
             try:
                 recovery = recover(spool_dir(db_path), own, max_bytes=MAX_DEAD_BYTES)
@@ -202,6 +220,7 @@ class Recording:
             wait_s=wait_s,
             on_wait=on_wait,
             committed=self._committed,
+            keep=True,
         )
         with self.lock:
             self.more_dead = more
@@ -234,11 +253,12 @@ class Recording:
     def _ingest_loop(self) -> None:
         delay = _FIRST_RETRY_S
         while True:
+            self._wait_for_work()
             with self.lock:
-                while not self.pending and not self.more_dead and not self.closing:
-                    self.wake.wait()
                 if self.closing:
                     return
+                if not self.pending and not self.more_dead:
+                    continue  # a flush stored it meanwhile: no batch, no need to open the file
             try:
                 self.ingest(wait_s=0)
             except StoreBusyError:
@@ -249,18 +269,45 @@ class Recording:
                     log.warning("could not store runs in %s yet: %s", self.db_path, exc)
             else:
                 delay = _FIRST_RETRY_S
+                if not database.is_kept(self.db_path):
+                    # Closed after `MAX_HOLD_S`: a pause (not cut short by new runs, unlike
+                    # the waits here) lets other processes in before we reopen it.
+                    time.sleep(_FIRST_RETRY_S * (0.5 + random.random()))
                 continue
             with self.lock:
                 if not self.closing:
                     self.wake.wait(timeout=delay * (0.5 + random.random()))
             delay = min(delay * 2, _MAX_RETRY_S)
 
+    def _wait_for_work(self) -> None:
+        """Until something is queued (or we close), and then `GATHER_S` more for others to
+        join it; a kept connection is closed once nothing came for `IDLE_CLOSE_S`."""
+        with self.lock:
+            idle = not self.pending and not self.more_dead and not self.closing
+            if idle and database.is_kept(self.db_path):
+                self.wake.wait(timeout=IDLE_CLOSE_S)
+                idle = not self.pending and not self.more_dead and not self.closing
+            else:
+                idle = False
+        if idle:
+            database.release(self.db_path)
+        with self.lock:
+            while not self.pending and not self.more_dead and not self.closing:
+                self.wake.wait()
+            gathered = time.monotonic() + GATHER_S
+            while not self.closing and len(self.pending) < MAX_BATCH_PARTS:
+                remaining = gathered - time.monotonic()
+                if remaining <= 0:
+                    break
+                self.wake.wait(timeout=remaining)
+
     def flush(self, wait_s: float, on_wait: WaitNotice | None = None) -> None:
         """Store everything queued now, batch by batch (waiting readers get their turn in
-        between), waiting up to `wait_s` in all for the lock."""
+        between), waiting up to `wait_s` in all for the lock; the file is closed after."""
         deadline = time.monotonic() + wait_s
         while self.has_pending():
             self.ingest(max(0.0, deadline - time.monotonic()), on_wait)
+        database.release(self.db_path, wait_s=max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         """Stop the thread, store what is queued, and remove the journal if nothing is open."""
@@ -274,6 +321,8 @@ class Recording:
         try:
             self.flush(self.exit_wait_s)
         except Exception as exc:  # at exit nothing may raise; the journal keeps the runs
+            with contextlib.suppress(Exception):  # the runs are safe either way
+                database.release(self.db_path, wait_s=self.exit_wait_s)
             log.warning(
                 "%d run(s) stay in the spool of %s (%s); they are stored the next time a "
                 "process opens the store",

@@ -41,7 +41,7 @@ from typing import Any
 
 import orjson
 
-from agentbench.trace._json import plain
+from agentbench.trace._json import dumps, plain
 
 MASK = "[REDACTED]"
 
@@ -82,6 +82,10 @@ _MIN_ENV_SECRET_CHARS = 8
 _SCALARS = (bool, int, float)
 _CACHED_TEXT_CHARS = 4_096
 _TEXT_CACHE_ENTRIES = 4_096
+_KEY_CACHE_ENTRIES = 65_536
+_key_caches: dict[tuple[str, ...], dict[str, bool]] = {}  # by `RedactionRules.keys`
+_rule_words: dict[tuple[str, ...], frozenset[tuple[str, ...]]] = {}  # likewise
+_WORD_CHARS = frozenset(string.ascii_lowercase + string.digits)  # what `_WORD_SPLIT` keeps
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")
 # Key/value pairs inside free text, e.g. a tool call echoed into the system prompt as
@@ -105,6 +109,15 @@ _NAMED_VALUE_FIELDS = ("value", "old", "new")
 _MIN_PARTIAL = 4  # a piece of a known secret this long next to a cut is masked
 _MIN_TOKEN_LIKE = 8
 # One JSON scalar (string, number, literal), in document order: what a rewrite replaces.
+# What JSON text escapes: a known secret holding one of these is not verbatim in a document.
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+# orjson options under which it dumps only what `Redactor.value` passes through unchanged
+# (everything else raises TypeError and takes the full path).
+_NATIVE_ONLY = (
+    orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
 _JSON_SCALAR = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null')
 
 
@@ -147,14 +160,19 @@ class Redactor:
     environ: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
-        self._key_rules = {key_words(k) for k in self.rules.keys if key_words(k)}
+        self._key_rules = _rule_words.get(self.rules.keys)
+        if self._key_rules is None:
+            words = (key_words(k) for k in self.rules.keys)
+            self._key_rules = _rule_words[self.rules.keys] = frozenset(w for w in words if w)
         # A secret key ends with a rule's words, so its text holds the rule's last word: where
         # none occurs (most strings, most of a large document), no key can be secret.
         self._hints = tuple(sorted({words[-1] for words in self._key_rules}))
         self._hint_pattern = re.compile(
             "|".join(map(re.escape, self._hints)) or r"(?!)", re.IGNORECASE
         )
-        self._key_cache: dict[str, bool] = {}
+        # Shared by every redactor with these key rules: one is built per run, and each reads
+        # the environment's names through it.
+        self._key_cache = _key_caches.setdefault(self.rules.keys, {})
         values = set(self.rules.secret_values)
         if self.rules.mask_environment:
             env = os.environ if self.environ is None else self.environ
@@ -171,12 +189,19 @@ class Redactor:
             re.compile("|".join(re.escape(t) for t in known)) if all(triggers) and known else None
         )
         self._texts: dict[str, str] = {}  # the same strings recur across a run's events
+        # `clean` reads JSON text, where `"`, `\\` and control characters are escaped: a known
+        # secret holding one might not be found there verbatim, so then it never answers yes.
+        self._scannable = not any(_JSON_ESCAPED.search(v) for v in self._literals) and (
+            self._triggers is not None or (not self.rules.patterns and not self._literals)
+        )
 
     def is_secret_key(self, key: str) -> bool:
         known = self._key_cache.get(key)
         if known is None:
             words = key_words(key)
             known = any(words[-len(rule) :] == rule for rule in self._key_rules)
+            if len(self._key_cache) >= _KEY_CACHE_ENTRIES:
+                self._key_cache.clear()
             self._key_cache[key] = known
         return known
 
@@ -199,6 +224,40 @@ class Redactor:
             return [self.value(v) for v in value]
         converted = plain(value)
         return value if converted is value else self.value(converted)
+
+    def clean(self, document: bytes | str) -> bool:
+        """Would redaction leave every value in this JSON document as it is? True only when
+        no secret pattern's literal, known secret value or cut mark occurs anywhere in it,
+        nor a secret key's last word at the end of a word: every rule needs one of those
+        inside some key or string, and each key and string is in the document verbatim
+        (escapes only add backslashes, which end words too). `input_tokens` is no hint:
+        a key is secret when its last word is a rule's, and `token` is not its last word.
+        (False means: redact to find out.)
+        """
+        if not self._scannable:
+            return False
+        text = document.decode() if isinstance(document, bytes) else document
+        if self._triggers is not None and self._triggers.search(text) is not None:
+            return False
+        if any(mark in text for mark in _ELLIPSES):
+            return False
+        return not _ends_a_word(text.lower(), self._hints)
+
+    def json(self, value: Any) -> str:
+        """`value` redacted, as compact JSON text: the same text as dumping `self.value(value)`.
+
+        Most values hold no secret and no hint of one: those are dumped once and the text
+        checked (`clean`), instead of being rebuilt key by key. Values orjson would dump
+        differently from what `value` makes of them (subclasses, dataclasses, dates, non-str
+        keys) take the full path.
+        """
+        try:
+            dumped = orjson.dumps(value, option=_NATIVE_ONLY)
+        except TypeError:
+            dumped = None
+        if dumped is not None and self.clean(dumped):
+            return dumped.decode()
+        return dumps(self.value(value))
 
     def _dict(self, value: dict[Any, Any]) -> dict[Any, Any]:
         redacted = {}
@@ -395,6 +454,19 @@ class Redactor:
             whole = match.group(0)
             return whole[: start - offset] + self.rules.mask + whole[end - offset :]
         return self.rules.mask
+
+
+def _ends_a_word(lowered: str, hints: tuple[str, ...]) -> bool:
+    """Does a hint occur in `lowered` not followed by a letter or digit (where `key_words`
+    would end a word: it splits at anything else, and lowering made every letter lower)?"""
+    for hint in hints:
+        at = lowered.find(hint)
+        while at >= 0:
+            end = at + len(hint)
+            if end == len(lowered) or lowered[end] not in _WORD_CHARS:
+                return True
+            at = lowered.find(hint, at + 1)
+    return False
 
 
 def _cut_pieces(text: str) -> list[str]:

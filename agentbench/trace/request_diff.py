@@ -9,8 +9,12 @@ drops or summarises messages is just "keep fewer, add the summary".
 
 Diffs are computed over *redacted* messages, and the hash is of the full redacted request,
 so `apply_diff` rebuilds exactly what was stored and the hash proves it. Messages are
-compared by their canonical JSON bytes, never by object identity, so a message changed in
-place between steps is still seen as changed.
+compared by their canonical JSON bytes; a message's bytes are reused from the previous step
+only if it is the same object at the same place and still equals a copy taken then, so a
+message changed in place between steps is still seen as changed (the runtime's
+`MessageView`, whose sent messages never change, needs no such check). A step's work is
+thus its new messages — encoded, redacted, hashed onto the previous hash state — plus
+cheap passes in C over the rest, not the whole conversation again.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from __future__ import annotations
 import bisect
 import hashlib
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import is_not, ne
 from typing import Any
 
-import orjson
-
+from agentbench.runtime.message_view import MessageView
 from agentbench.trace._json import canonical
 from agentbench.trace.redact import Redactor
 
@@ -29,11 +34,20 @@ from agentbench.trace.redact import Redactor
 # this many characters — or always for the system prompt, which is re-rendered every step:
 # then it reads as "changed", not as one message dropped and another added.
 _MIN_EDIT_SAVING = 16
+# Up to this many messages a step are simply encoded; beyond it (memory moved messages)
+# the previous ones are looked up by identity first.
+_ENCODE_WITHOUT_LOOKUP = 8
+# A position index is carried to the next request when at most this many places changed.
+_MAX_CARRIED_CHANGES = 16
 
 
 @dataclass
 class RequestChain:
-    """The previous request of a run, as the next diff needs it."""
+    """The previous request of a run, as the next diff needs it.
+
+    Built once per request and handed on: the next request starts from its lists (the
+    common step appends a message or two), so a step costs its new messages, not the run.
+    """
 
     parts: list[bytes] = field(default_factory=list)  # canonical bytes of each raw message
     messages: list[Any] = field(default_factory=list)  # the same messages, redacted
@@ -42,9 +56,17 @@ class RequestChain:
     params: dict[str, Any] = field(default_factory=dict)  # redacted
     stored_param_parts: dict[str, bytes] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
-    # id(message) → (message, a copy of it as it was, its canonical bytes): a message seen in
-    # the previous request is re-encoded only if it no longer equals its copy.
-    seen: dict[int, tuple[Any, Any, bytes]] = field(default_factory=dict)
+    # The raw message objects, and a copy of each as it was when encoded (its containers
+    # copied, its strings and numbers shared): a message at the same place, still the same
+    # object and still equal to its copy, keeps its bytes without being encoded again.
+    raw: list[Any] = field(default_factory=list)
+    snapshots: list[Any] = field(default_factory=list)
+    # SHA-256 state after `{<params before "messages">,"messages":[<stored_parts>` (`head` is
+    # that opening): a request that only appends messages hashes just the new ones.
+    head: bytes | None = None
+    hasher: Any = None
+    # The request's messages when the runtime sent them as a `MessageView` (see `_parts`).
+    view: MessageView | None = None
     _positions: dict[bytes, list[int]] | None = None
 
     def position(self, part: bytes, at_or_after: int) -> int | None:
@@ -58,6 +80,34 @@ class RequestChain:
             return None
         after = bisect.bisect_left(found, at_or_after)
         return found[after] if after < len(found) else found[0]
+
+    def _positions_for(
+        self, parts: list[bytes], changed: list[int]
+    ) -> dict[bytes, list[int]] | None:
+        """The position index of `parts` (this chain's parts with `changed` places replaced
+        and more appended), taken over from this chain when it has one: then this chain
+        rebuilds its own if it is asked again."""
+        old = self._positions
+        if old is None or len(parts) < len(self.parts) or len(changed) > _MAX_CARRIED_CHANGES:
+            return None
+        self._positions = None
+        for index in changed:
+            _unindex(old, self.parts[index], index)
+            bisect.insort(old.setdefault(parts[index], []), index)
+        for index in range(len(self.parts), len(parts)):
+            old.setdefault(parts[index], []).append(index)
+        return old
+
+
+def _unindex(positions: dict[bytes, list[int]], part: bytes, index: int) -> None:
+    found = positions.get(part)
+    if found is None:
+        return
+    at = bisect.bisect_left(found, index)
+    if at < len(found) and found[at] == index:
+        del found[at]
+        if not found:
+            del positions[part]
 
 
 @dataclass(frozen=True)
@@ -79,8 +129,10 @@ def encode_request(
 ) -> tuple[EncodedRequest, RequestChain]:
     """The diff of `request` against `chain` (None: the run's first), and the new chain."""
     previous = chain or RequestChain()
-    raw_messages = list(request.get("messages") or [])
-    builder = _MessagesDiff(previous, raw_messages, redactor)
+    sent = request.get("messages")
+    view = sent if isinstance(sent, MessageView) else None
+    raw_messages = list(sent or [])
+    builder = _MessagesDiff(previous, raw_messages, redactor, view)
     builder.build()
 
     param_parts: dict[str, bytes] = {}
@@ -108,9 +160,12 @@ def encode_request(
         diff["unset"] = removed
     if order != previous.order:
         diff["order"] = order
+    digest, head, hasher = _assembled_hash(
+        order, builder.stored_parts, stored_param_parts, previous, builder.ops
+    )
     encoded = EncodedRequest(
         diff=diff,
-        hash=_assembled_hash(order, builder.stored_parts, stored_param_parts),
+        hash=digest,
         messages=len(raw_messages),
         added=builder.added,
         dropped=max(0, len(previous.parts) - builder.reused),
@@ -123,7 +178,12 @@ def encode_request(
         params,
         stored_param_parts,
         order,
-        builder.seen,
+        raw_messages,
+        builder.snapshots,
+        head,
+        hasher,
+        view,
+        previous._positions_for(builder.parts, builder.changed),
     )
     return encoded, chain
 
@@ -156,27 +216,67 @@ def _assemble(order: list[str], messages: list[Any], params: dict[str, Any]) -> 
     return {key: messages if key == "messages" else params[key] for key in order}
 
 
-def _assembled_hash(order: list[str], messages: list[bytes], params: dict[str, bytes]) -> str:
-    """`request_hash` of the stored request, from its parts' canonical bytes.
+def _assembled_hash(
+    order: list[str],
+    messages: list[bytes],
+    params: dict[str, bytes],
+    previous: RequestChain,
+    ops: list[list[Any]],
+) -> tuple[str, bytes | None, Any]:
+    """`request_hash` of the stored request, from its parts' canonical bytes; also the
+    opening before its messages and the hash state after them, for the next request.
 
-    Joining bytes already computed for each message keeps a step's cost to the new messages
-    instead of re-encoding the whole conversation; the bytes equal `canonical(request)`.
+    The bytes hashed equal `canonical(request)`. When the request keeps all of the previous
+    one's messages first and the same opening, the previous hash state is continued with the
+    new messages only, so a step costs what it added instead of the whole conversation.
     """
-    fields = []
-    for key in sorted(order):
-        value = b"[" + b",".join(messages) + b"]" if key == "messages" else params[key]
-        fields.append(canonical(key) + b":" + value)
-    return hashlib.sha256(b"{" + b",".join(fields) + b"}").hexdigest()
+    keys = sorted(order)
+    if "messages" not in keys:
+        fields = [canonical(key) + b":" + params[key] for key in keys]
+        return hashlib.sha256(b"{" + b",".join(fields) + b"}").hexdigest(), None, None
+    split = keys.index("messages")
+    before = [canonical(key) + b":" + params[key] for key in keys[:split]]
+    after = [canonical(key) + b":" + params[key] for key in keys[split + 1 :]]
+    head = b"{" + b"".join(field + b"," for field in before) + b'"messages":['
+    done = len(previous.stored_parts)
+    continued = (
+        previous.hasher is not None
+        and previous.head == head
+        and (done == 0 or (ops and ops[0][0] == "keep" and ops[0][1] == 0 and ops[0][2] >= done))
+    )
+    if continued:
+        hasher = previous.hasher.copy()
+    else:
+        hasher = hashlib.sha256(head)
+        done = 0
+    if done < len(messages):
+        hasher.update((b"," if done else b"") + b",".join(messages[done:]))
+    final = hasher.copy()
+    final.update(b"]" + b"".join(b"," + field for field in after) + b"}")
+    return final.hexdigest(), head, hasher
 
 
 class _MessagesDiff:
     """Walks the new messages once, matching runs of them against the previous request."""
 
-    def __init__(self, previous: RequestChain, raw: list[Any], redactor: Redactor) -> None:
+    def __init__(
+        self,
+        previous: RequestChain,
+        raw: list[Any],
+        redactor: Redactor,
+        view: MessageView | None = None,
+    ) -> None:
         self.previous = previous
+        # The runtime's conversation only grows and its sent messages never change (see
+        # `MessageView`): when this request's view extends the previous one, the messages
+        # they share need no checking, only the first (the system message, re-rendered).
+        self.trusted = (
+            view is not None and previous.view is not None and view.extends(previous.view)
+        )
         self.raw = raw
         self.redactor = redactor
-        self.seen: dict[int, tuple[Any, Any, bytes]] = {}
+        self.snapshots: list[Any] = []
+        self.changed: list[int] = []  # places (among the previous ones) whose bytes changed
         self.parts = self._parts(raw)
         self.messages: list[Any] = []
         self.stored_parts: list[bytes] = []
@@ -185,19 +285,44 @@ class _MessagesDiff:
         self.reused = 0  # previous messages kept or edited
 
     def _parts(self, raw: list[Any]) -> list[bytes]:
-        """Canonical bytes of every message; unchanged ones come from the previous step."""
-        before, seen, parts = self.previous.seen, self.seen, []
-        for message in raw:
-            key = id(message)
-            known = before.get(key)
-            # Same object and still equal to the copy taken when it was first seen: unchanged,
-            # even if the memory policy edits messages in place.
-            if known is None or known[0] is not message or known[1] != message:
-                part = canonical(message)
-                known = (message, orjson.loads(part), part)
-            seen[key] = known
-            parts.append(known[2])
+        """Canonical bytes of every message; unchanged ones come from the previous step.
+
+        A message is unchanged when the previous request had the same object at the same
+        place and it still equals the copy taken then (a memory policy may edit messages in
+        place). Both tests run over the whole list in C (over the first message only, for
+        a view extending the last one); only the other messages are encoded, and those are
+        few: the ones appended, or re-rendered, since the last step.
+        """
+        previous = self.previous
+        shared = min(len(raw), len(previous.raw))
+        parts = previous.parts[:shared]
+        snapshots = previous.snapshots[:shared]
+        checked = range(min(shared, 1) if self.trusted else shared)
+        # Positions where the object differs, or no longer equals its copy.
+        redo = set(compress(checked, map(is_not, raw, previous.raw)))
+        redo.update(compress(checked, map(ne, raw, snapshots)))
+        moved = _moved_index(previous, raw, shared, len(redo))
+        for index in sorted(redo):
+            part, snapshots[index] = self._encoded(raw[index], moved)
+            if part != parts[index]:
+                self.changed.append(index)
+            parts[index] = part
+        for message in raw[shared:]:
+            part, snapshot = self._encoded(message, moved)
+            parts.append(part)
+            snapshots.append(snapshot)
+        self.snapshots = snapshots
         return parts
+
+    def _encoded(self, message: Any, moved: dict[int, int] | None) -> tuple[bytes, Any]:
+        """A message's bytes and copy: from the previous request if it is there, unchanged,
+        at another place (memory dropped or reordered messages), else encoded now."""
+        if moved is not None:
+            at = moved.get(id(message))
+            previous = self.previous
+            if at is not None and previous.raw[at] is message and previous.snapshots[at] == message:
+                return previous.parts[at], previous.snapshots[at]
+        return canonical(message), _snapshot(message)
 
     def build(self) -> None:
         old = self.previous.parts
@@ -228,9 +353,16 @@ class _MessagesDiff:
         self.reused += end - start
 
     def _new_message(self, index: int, expect: int) -> int:
-        redacted = self.redactor.value(self.raw[index])
+        snapshot = self.snapshots[index]
+        if type(snapshot) is not _Opaque and self.redactor.clean(self.parts[index]):
+            # Nothing in it to redact: what redaction would build is its copy, and its stored
+            # bytes are its raw bytes. (The copy is never changed: both only get read.)
+            redacted = snapshot
+            self.stored_parts.append(self.parts[index])
+        else:
+            redacted = self.redactor.value(self.raw[index])
+            self.stored_parts.append(canonical(redacted))
         self.messages.append(redacted)
-        self.stored_parts.append(canonical(redacted))
         base = self.previous.messages[expect] if expect < len(self.previous.messages) else None
         edit = _edit(base, redacted)
         if edit is not None:
@@ -246,10 +378,54 @@ class _MessagesDiff:
         return expect
 
 
+def _moved_index(
+    previous: RequestChain, raw: list[Any], shared: int, redo: int
+) -> dict[int, int] | None:
+    """id → place of the previous messages, when enough messages are to be encoded that
+    looking for them among the previous ones (moved by memory) pays for building it."""
+    if redo + len(raw) - shared <= _ENCODE_WITHOUT_LOOKUP or not previous.raw:
+        return None
+    return {id(message): index for index, message in enumerate(previous.raw)}
+
+
+class _Opaque:
+    """The copy of a value that is not plain JSON data: equal to nothing, so a message
+    holding one is encoded at every step, as it may change without us seeing it."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of a message to compare it with later: containers copied, leaves shared (str
+    and numbers are immutable, and shared leaves compare by identity first: fast). It is
+    also what `Redactor.value` makes of the message when there is nothing to mask in it."""
+    kind = type(value)
+    if kind is dict:
+        copied = {}
+        for key, item in value.items():
+            copied[key] = _snapshot(item)
+            if type(copied[key]) is _Opaque:
+                return copied[key]
+        return copied
+    if kind is list or kind is tuple:  # a tuple as a list, as redaction makes it
+        items = [_snapshot(item) for item in value]
+        if any(type(item) is _Opaque for item in items):
+            return _Opaque()
+        return items
+    if value is None or kind is str or kind is int or kind is float or kind is bool:
+        return value
+    return _Opaque()
+
+
 def _run_length(new: list[bytes], i: int, old: list[bytes], at: int) -> int:
     """How many messages from new[i] on equal old[at] on (at least 1): a binary search over
     slice comparisons, which run in C and mostly compare identical objects."""
     low, high = 1, min(len(new) - i, len(old) - at)
+    if new[i : i + high] == old[at : at + high]:  # the common step: all the rest is kept
+        return high
     while low < high:
         mid = (low + high + 1) // 2
         if new[i : i + mid] == old[at : at + mid]:

@@ -1,0 +1,130 @@
+"""Recording cost: the same scripted runs with and without a `TraceStore`, end to end.
+
+    python benchmarks/recording_cost.py [--runs 200] [--calls 6] [--repeat 5]
+
+A realistic small agent (two tools, a system prompt, several model calls a run, as a golden
+case looks) is run RUNS times against a `ScriptedModel`, one `Runner.run` per run, the way the
+harness runs cases: once with no store, once with `store=TraceStore(...).with_labels(...)`,
+the clock stopping only after `store.flush()` has committed every row to DuckDB. The two are
+interleaved REPEAT times in one process (a fresh store file each time) and the medians
+compared: printed are milliseconds per run for each and the ratio recorded / unrecorded.
+
+Only APIs that exist before and after the performance work are used, so the same script
+measures both (`PYTHONPATH=/tmp/before python benchmarks/recording_cost.py`). No timings are
+asserted anywhere; machines here are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agentbench import Agent, Limits, Runner, ScriptedModel, ToolCall, tool
+from agentbench.trace import TraceStore
+
+
+@tool(effect="read_only")
+def search(query: str, limit: int = 3) -> list[dict[str, Any]]:
+    """Search the catalogue for products matching the query."""
+    return [
+        {"name": f"{query} #{i}", "price": 4.5 + i, "stock": 10 * i, "tags": ["tea", "loose"]}
+        for i in range(limit)
+    ]
+
+
+@tool(effect="read_only")
+def details(name: str) -> dict[str, Any]:
+    """Full details of one product."""
+    return {"name": name, "origin": "Darjeeling", "notes": "floral, light" * 4, "grams": 100}
+
+
+AGENT = Agent(
+    name="shop",
+    instructions=(
+        "You help customers choose teas from the catalogue. Search before answering, check "
+        "the details of anything you recommend, and give prices in euros."
+    ),
+    tools=[search, details],
+    limits=Limits(max_iterations=40),
+)
+
+
+def script(calls: int, run: int) -> list[Any]:
+    """`calls` model answers: tool calls (two per answer, alternating tools), then text."""
+    answers: list[Any] = []
+    for step in range(calls - 1):
+        answers.append(
+            [
+                ToolCall("search", {"query": f"green tea {run}-{step}", "limit": 3}),
+                ToolCall("details", {"name": f"sencha {run}-{step}"}),
+            ]
+        )
+    answers.append(f"Three teas for run {run}: sencha, gyokuro and bancha, all under 10 euros.")
+    return answers
+
+
+async def run_all(runs: int, calls: int, store: TraceStore | None) -> tuple[float, float]:
+    """Wall and CPU seconds (all threads: the ingest thread's work counts) to run every case
+    and, with a store, to commit every row."""
+    started, cpu = time.perf_counter(), time.process_time()
+    for run in range(runs):
+        model = ScriptedModel(script(calls, run), name="bench-model")
+        labelled = (
+            store.with_labels(eval_id="bench", case_id=f"case-{run}", trial=1)
+            if store is not None
+            else None
+        )
+        result = await Runner.run(
+            AGENT, f"Find me teas, please ({run})", model=model, store=labelled
+        )
+        if not result.completed:
+            raise RuntimeError(f"run {run} did not complete: {result.error}")
+    if store is not None:
+        store.flush()
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+async def main(runs: int, calls: int, repeat: int) -> None:
+    plain: list[tuple[float, float]] = []
+    recorded: list[tuple[float, float]] = []
+    with tempfile.TemporaryDirectory(prefix="agentbench-bench-") as tmp:
+        await run_all(5, calls, None)  # warm imports and caches for both sides
+        for attempt in range(repeat):
+            plain.append(await run_all(runs, calls, None))
+            store = TraceStore(Path(tmp) / f"recorded_{attempt}.duckdb")
+            with store.writing():
+                pass  # create and migrate the file first: a one-off cost, not per run
+            recorded.append(await run_all(runs, calls, store))
+            stored = store.sql("SELECT count(*) AS n FROM runs").rows[0][0]
+            if stored != runs:
+                raise RuntimeError(f"expected {runs} stored runs, found {stored}")
+            store.close()
+    print(f"recording cost: {runs} runs x {calls} model calls (2 tools a call), median of {repeat}")
+    print("                                    wall       cpu")
+    figures = {}
+    for index, clock in enumerate(("wall", "cpu")):
+        figures[clock] = (
+            statistics.median(t[index] for t in plain) / runs * 1000,
+            statistics.median(t[index] for t in recorded) / runs * 1000,
+        )
+    wall, cpu = figures["wall"], figures["cpu"]
+    print(f"  unrecorded                  {wall[0]:8.2f}  {cpu[0]:8.2f} ms/run")
+    print(f"  recorded (rows committed)   {wall[1]:8.2f}  {cpu[1]:8.2f} ms/run")
+    print(
+        f"  ratio recorded / unrecorded {wall[1] / wall[0]:7.2f}x {cpu[1] / cpu[0]:8.2f}x"
+        "   (target <= 1.5x)"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--calls", type=int, default=6)
+    parser.add_argument("--repeat", type=int, default=5)
+    options = parser.parse_args()
+    asyncio.run(main(options.runs, options.calls, options.repeat))

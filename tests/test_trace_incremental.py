@@ -1,0 +1,305 @@
+"""Incremental request encoding and one-pass redaction store exactly what the full work would.
+
+A recorder sees a run's requests as they happen: message objects shared from one request to
+the next, some edited in place by memory, the system prompt re-rendered, the conversation
+compacted. Encoding them incrementally (unchanged messages by identity and a copy, the hash
+continued from the previous request's state) must give the same diffs and digests as
+encoding deep copies, where nothing is shared and every message is encoded afresh — and the
+digest must be the SHA-256 of the whole redacted request. `Redactor.json`, which skips the
+walk over values with nothing to mask, must give the text of dumping `Redactor.value`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import enum
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentbench.runtime.message_view import MessageView
+from agentbench.trace._json import canonical, dumps
+from agentbench.trace.redact import Redactor
+from agentbench.trace.request_diff import RequestChain, apply_diff, encode_request
+
+ENV = {"OPENAI_API_KEY": "sk-live-abcdefghijklmnopqrst", "HOME": "/root"}
+
+
+def redactor() -> Redactor:
+    return Redactor(environ=ENV)
+
+
+def live_requests(steps: int) -> list[dict[str, Any]]:
+    """Each request of `story` as it was when sent, deep-copied: nothing is shared between
+    them, so every message is encoded afresh (the full work)."""
+    return [copy.deepcopy(request) for request in story(steps)]
+
+
+def story(steps: int) -> Any:
+    """Yield each request of a long run at the moment it is sent (objects shared and then
+    changed in place afterwards, as a memory policy may do)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You plan trips."},
+        {"role": "user", "content": "Plan a trip to Lisbon in May."},
+    ]
+    params: dict[str, Any] = {
+        "model": "m-1",
+        "temperature": 0.2,
+        "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {}}}],
+    }
+    for step in range(1, steps + 1):
+        if step % 4 == 0:  # the system prompt, re-rendered with the run's state
+            messages[0] = {"role": "system", "content": f"You plan trips. State at {step}."}
+        yield {**params, "messages": list(messages)}
+        arguments = {"q": f"item {step}"}
+        if step % 3 == 0:
+            arguments["api_key"] = "zzzzzzzzzzzz"
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{step}",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": json.dumps(arguments)},
+                    }
+                ],
+            }
+        )
+        result = f"result {step}: " + "lorem ipsum " * (step % 9)
+        if step % 5 == 0:
+            result += f" Bearer abcdefghijklmnop{step} and {ENV['OPENAI_API_KEY']}"
+        messages.append({"role": "tool", "tool_call_id": f"call_{step}", "content": result})
+        memory(messages, step)
+        if step % 13 == 0:
+            params["temperature"] = step / 100
+        if step == 20:
+            params.pop("tools")
+
+
+def memory(messages: list[dict[str, Any]], step: int) -> None:
+    """What a memory policy may do between steps: edit messages in place, compact."""
+    if step % 5 == 0:  # in place, at the top: an old tool result truncated
+        for message in messages:
+            if message["role"] == "tool" and len(message["content"]) > 16:
+                message["content"] = message["content"][:16] + "…[truncated 9 of 25 chars]"
+                break
+    if step % 7 == 0:  # in place, nested: an old call's arguments rewritten
+        for message in messages:
+            if message["role"] == "assistant":
+                message["tool_calls"][0]["function"]["arguments"] = f'{{"q": "{step}"}}'
+                break
+    if step % 9 == 0:  # compaction: the middle replaced by a summary
+        summary = {"role": "user", "content": f"[summary] up to step {step}"}
+        messages[:] = [messages[0], messages[1], summary, *messages[-4:]]
+    if step % 11 == 0:  # compaction: the same objects, shifted
+        del messages[2:4]
+
+
+def encode(requests: Any) -> list[tuple[str, str]]:
+    """(diff as stored, hash) of each request, checking each rebuilds and hashes whole."""
+    chain: RequestChain | None = None
+    rebuilt: dict[str, Any] | None = None
+    out: list[tuple[str, str]] = []
+    redact = redactor()
+    for request in requests:
+        # What is stored, computed in one piece (from a plain list: a view is one).
+        expected = redact.value({**request, "messages": list(request["messages"])})
+        encoded, chain = encode_request(chain, request, redact)
+        rebuilt = apply_diff(rebuilt, encoded.diff)
+        assert rebuilt == expected
+        assert encoded.hash == hashlib.sha256(canonical(expected)).hexdigest()
+        out.append((dumps(encoded.diff), encoded.hash))
+    return out
+
+
+def test_live_requests_encode_as_their_deep_copies_do() -> None:
+    live = encode(story(150))
+    full = encode(live_requests(150))
+    assert live == full
+    diffs = "".join(diff for diff, _ in live)
+    assert '"edit"' in diffs and "[REDACTED]" in diffs  # the story exercised both
+
+
+def test_an_append_only_run_continues_the_hash_and_stores_only_new_messages() -> None:
+    requests = []
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for step in range(300):
+        requests.append({"model": "m", "messages": list(messages)})
+        messages.append({"role": "assistant", "content": f"step {step}"})
+    encoded = encode(requests)
+    assert encoded == encode(copy.deepcopy(requests))
+    last = json.loads(encoded[-1][0])
+    assert last["messages"] == [
+        ["keep", 0, 299],
+        ["add", [{"role": "assistant", "content": "step 298"}]],
+    ]
+
+
+def test_a_message_changed_in_place_is_stored_changed() -> None:
+    message = {"role": "tool", "tool_call_id": "c", "content": "a long observation of the world"}
+    nested = {"role": "assistant", "tool_calls": [{"function": {"arguments": '{"q": 1}'}}]}
+    messages = [{"role": "user", "content": "hi"}, nested, message]
+    chain: RequestChain | None = None
+    first, chain = encode_request(chain, {"messages": list(messages)}, redactor())
+    message["content"] = "a long observation, shortened"
+    nested["tool_calls"][0]["function"]["arguments"] = '{"q": 2}'
+    second, chain = encode_request(chain, {"messages": list(messages)}, redactor())
+    assert second.diff["messages"] != [["keep", 0, 3]]
+    rebuilt = apply_diff(apply_diff(None, first.diff), second.diff)
+    assert rebuilt == {"messages": copy.deepcopy(messages)}
+    assert second.hash == hashlib.sha256(canonical(rebuilt)).hexdigest()
+
+
+def test_a_chain_used_twice_gives_the_same_answer() -> None:
+    """A chain hands its position index on to the next one; used again, it rebuilds it."""
+    requests = live_requests(40)
+    chain: RequestChain | None = None
+    for request in requests[:30]:
+        _, chain = encode_request(chain, request, redactor())
+    again_a, _ = encode_request(chain, requests[30], redactor())
+    again_b, _ = encode_request(chain, requests[31], redactor())
+    fresh: RequestChain | None = None
+    for request in requests[:30]:
+        _, fresh = encode_request(fresh, copy.deepcopy(request), redactor())
+    assert again_b == encode_request(fresh, requests[31], redactor())[0]
+    assert again_a == encode_request(fresh, requests[30], redactor())[0]
+
+
+def test_a_chain_continued_twice_hashes_each_request_whole() -> None:
+    """The hash state a chain keeps is copied, never advanced in place."""
+    messages = [{"role": "user", "content": f"message {i}"} for i in range(12)]
+    chain: RequestChain | None = None
+    for count in range(1, 10):
+        _, chain = encode_request(chain, {"messages": messages[:count]}, redactor())
+    for count in (10, 11, 12, 10):
+        request = {"messages": messages[:count]}
+        encoded, _ = encode_request(chain, request, redactor())
+        assert encoded.hash == hashlib.sha256(canonical(request)).hexdigest()
+
+
+def view_requests(steps: int) -> list[dict[str, Any]]:
+    """Requests as the runtime sends them: a `MessageView` of a system message and the run's
+    conversation, which only grows, and is replaced (not edited) when memory compacts it."""
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": "Plan a trip."}]
+    system = {"role": "system", "content": "You plan trips."}
+    requests = []
+    for step in range(1, steps + 1):
+        if step % 4 == 0:
+            system = {"role": "system", "content": f"You plan trips. State at {step}."}
+        requests.append({"model": "m", "messages": MessageView(system, conversation)})
+        conversation.append({"role": "assistant", "content": f"thinking {step}"})
+        conversation.append({"role": "tool", "tool_call_id": f"c{step}", "content": f"r {step}"})
+        if step % 10 == 0:  # compaction: a new list, the old one left as it was
+            summary = {"role": "user", "content": f"[summary] up to {step}"}
+            conversation = [conversation[0], summary, *conversation[-2:]]
+    return requests
+
+
+def test_runtime_views_encode_as_lists_of_copies_do() -> None:
+    requests = view_requests(120)
+    assert encode(requests) == encode([copy.deepcopy(r) for r in requests])
+
+
+# -- redaction in one pass ---------------------------------------------------------------------
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+class Level(enum.StrEnum):
+    HIGH = "high"
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    token: str
+
+
+TRICKY: list[Any] = [
+    {"q": "tea", "limit": 3, "nested": [{"a": 1.5, "b": None, "c": True}]},
+    {"password": "hunter2hunter2"},
+    {"Authorization": "Basic dXNlcjpwYXNzd29yZA=="},
+    {"\u212aey": "a Kelvin sign lowers to k: the key is secret"},
+    {"usage": {"input_tokens": 5, "output_tokens": 2}, "token_budget": 3, "tokenÄ": "abc"},
+    {"githubToken": "abc", "apiKeyId": 7, "token\\": "x", "passwords": ["a", "b"]},
+    {"text": "call me with Bearer abcdefghijklmnopqrstuvwxyz"},
+    {"text": f"the key is {ENV['OPENAI_API_KEY']}!"},
+    {"args": '{"user": "ada", "api_key": "zzzzzzzzzzzzzz"}'},
+    {"cut": "the start of a secret sk-abcdefghij…[truncated 10 of 40 chars]"},
+    {"cut": "escaped ellipsis \\u2026 abcdef1234567890"},
+    {"name": "github_token", "value": "ghp_abcdefghijklmnopqrstuvwxyz"},
+    ("a", "tuple", {"token": 1}),
+    {1: "int key", "two": {3: "nested int key"}},
+    {"colour": Colour.RED, "level": Level.HIGH},
+    {"when": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)},
+    {"point": Point(1, "secret-token-value")},
+    {"bytes": b"raw bytes", "set": {"only"}},
+    "plain text that is long enough",
+    ["sk-" + "x" * 30, "fine"],
+    None,
+    12,
+]
+
+
+def test_json_is_the_text_of_the_redacted_value_for_tricky_values() -> None:
+    redact = redactor()
+    for value in TRICKY:
+        assert redact.json(value) == dumps(redact.value(value)), value
+
+
+def test_clean_is_false_whenever_redaction_changes_something() -> None:
+    redact = redactor()
+    for value in TRICKY:
+        try:
+            document = json.dumps(value)
+        except TypeError:
+            continue
+        if redact.value(value) != json.loads(document):
+            assert not redact.clean(document), value
+
+
+def test_a_hint_inside_a_longer_word_is_no_secret() -> None:
+    redact = redactor()
+    assert redact.clean('{"usage": {"input_tokens": 5, "output_tokens": 2}, "keys_sent": 1}')
+    for document in ('{"api_key": 1}', '{"x": "token=abc"}', '{"tokenÄ": 1}', '{"a": "tok"}'):
+        assert redact.clean(document) == (document == '{"a": "tok"}'), document
+
+
+def test_a_secret_that_json_escapes_turns_the_shortcut_off() -> None:
+    redact = Redactor(environ={"DB_PASSWORD": 'pa"ss\\word-12345'})
+    value = {"note": 'pa"ss\\word-12345'}
+    assert not redact.clean(json.dumps(value))
+    assert redact.json(value) == dumps(redact.value(value))
+    assert "pa" not in json.loads(redact.json(value))["note"]
+
+
+words = st.sampled_from(
+    ["tea", "key", "Token", "api_key", "sk-abcdefghijklmnopqrstu", "Bearer abcdefgh12345678",
+     "…", "name", "value", "x" * 12, ENV["OPENAI_API_KEY"], "AKIAABCDEFGHIJKLMNOP", "ok"]
+)  # fmt: skip
+text = st.lists(words, max_size=4).map(" ".join)
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False)
+    | text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values)
+def test_json_matches_the_full_walk_on_any_json(value: Any) -> None:
+    redact = redactor()
+    assert redact.json(value) == dumps(redact.value(value))
