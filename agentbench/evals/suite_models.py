@@ -19,6 +19,7 @@ imported by `Suite.load_object` when the harness asks.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -196,6 +197,7 @@ class Suite(BaseModel):
     _path: Path = PrivateAttr(default_factory=Path.cwd)
     # (line, column) of top-level keys in suite.yaml, for errors found after loading
     _positions: dict[str, tuple[int, int | None]] = PrivateAttr(default_factory=dict)
+    _root_of: tuple[tuple[Path, str | None], Path] | None = PrivateAttr(default=None)
 
     @field_validator("name")
     @classmethod
@@ -224,7 +226,12 @@ class Suite(BaseModel):
     @property
     def root(self) -> Path:
         """The repository root: the parent of the folder holding the suite folders."""
-        return repository_root(self._path)
+        # Asked for every trial (cassette paths, scorers): resolved once per folder, not
+        # with a filesystem walk each time; a relative folder depends on the working folder.
+        key = (self._path, None if self._path.is_absolute() else os.getcwd())
+        if self._root_of is None or self._root_of[0] != key:
+            self._root_of = (key, repository_root(self._path))
+        return self._root_of[1]
 
     @property
     def cassette_dir(self) -> Path:

@@ -39,10 +39,13 @@ from agentbench.runtime.completions import (
     parse_stream,
     sse_text,
 )
+from agentbench.runtime.message_view import materialized
 from agentbench.runtime.models import ChatResponse, TextDeltaHandler
 from agentbench.trace.redact import Redactor
 from agentbench.trace.redact_stream import redact_chunks
+from agentbench.yaml_fast import NotPlainError, fast_path_for, load_plain
 from agentbench.yaml_source import (
+    MAX_DEPTH,
     Position,
     SourceError,
     check_json_depth,
@@ -99,6 +102,7 @@ class Interaction:
         cls, request: dict[str, Any], response: ChatResponse, uri: str = DEFAULT_URI
     ) -> Interaction:
         """An interaction from a live call; a model without a wire body gets one built."""
+        request = materialized(request)  # a cassette body holds a list, not the run's view
         raw = response.raw
         if raw is not None and raw.get("object") == STREAM_OBJECT:
             return cls(request, sse_text(raw["chunks"]), _SSE, uri=uri)
@@ -248,9 +252,9 @@ def _parse(path: Path) -> dict[str, Any]:
             raise CassetteError(f"{path}: the file is empty; expected a vcrpy cassette")
         if serializer is jsonserializer:
             check_json_depth(text)
+            data = serializer.deserialize(text)
         else:
-            check_yaml_bounds(text)
-        data = serializer.deserialize(text)
+            data = _yaml_data(text, serializer)
     except SourceError as exc:
         raise CassetteError(f"{_at(path, exc.position)}: {exc.message}") from None
     except yaml.YAMLError as exc:
@@ -288,6 +292,20 @@ def _parse(path: Path) -> dict[str, Any]:
                 f"{path}: interaction {number}: the request and the response must be mappings"
             )
     return data
+
+
+def _yaml_data(text: str, serializer: Any) -> Any:
+    """What `serializer` reads from `text`, within bounds: a plain document (all vcrpy and
+    agentbench write) is built in one walk of libyaml's events; anything else, valid or not,
+    takes the full path, which reports what is wrong as it always has."""
+    loader = getattr(serializer, "_CassetteLoader", None)
+    if fast_path_for(loader):
+        try:
+            return load_plain(text, loader, MAX_DEPTH)
+        except NotPlainError:
+            pass
+    check_yaml_bounds(text)
+    return serializer.deserialize(text)
 
 
 def _metadata(path: Path, metadata: Any) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from markupsafe import Markup
+
 from agentbench.evals.stats import Summary, TrialOutcome, summarize
 from agentbench.report.charts import Chart, histogram, rate_bars
 from agentbench.report.embed import script_json
@@ -50,6 +52,7 @@ class SuiteLine:
 
 
 def eval_context(data: EvalData) -> dict[str, Any]:
+    """What the report template shows of `data`; its runs are used up (see `_details_json`)."""
     outcomes = data.outcomes
     summary = summarize(outcomes)
     rows = _rows(data)
@@ -64,12 +67,7 @@ def eval_context(data: EvalData) -> dict[str, Any]:
         "page_size": PAGE_SIZE,
         # One JSON array, parsed on the first expansion: a script element per case would cost
         # the browser's parser more than the whole table (measured: ~1 s at 2,000 cases).
-        "details": script_json(
-            [
-                trial_detail(o, data.runs.get((o.suite, o.case_id, o.trial), []))
-                for o in data.outcomes
-            ]
-        ),
+        "details": _details_json(data),
         "statuses": [s for s in STATUSES if any(o.status == s for o in outcomes)],
         "suite_names": sorted({o.suite for o in outcomes}),
         "tags": sorted({t for o in outcomes for t in o.tags}),
@@ -79,6 +77,18 @@ def eval_context(data: EvalData) -> dict[str, Any]:
             else None
         ),
     }
+
+
+def _details_json(data: EvalData) -> Markup:
+    """Every trial's detail as one JSON array, the same bytes `script_json` writes for the
+    whole list, built trial by trial: each trial's runs are let go (taken out of `data.runs`)
+    once its detail is encoded, so a large eval never holds its traces and their details, as
+    Python objects, at once."""
+    parts = []
+    for outcome in data.outcomes:
+        runs = data.runs.pop((outcome.suite, outcome.case_id, outcome.trial), [])
+        parts.append(str(script_json(trial_detail(outcome, runs))))
+    return Markup("[" + ",".join(parts) + "]")
 
 
 def _counts(outcomes: list[TrialOutcome]) -> dict[str, int]:
