@@ -413,10 +413,15 @@ class Redactor:
             for length in range(min(len(secret) - 1, len(piece)), _MIN_PARTIAL - 1, -1):
                 if piece.endswith(secret[:length]):
                     return piece[:-length] + mask
-        partial = _PARTIAL_SECRET.search(piece)
+        # Both patterns match only token characters running to the end, so searching from
+        # the start of that last run finds what a search of the whole piece finds, without
+        # trying every earlier position (quadratic over long runs).
+        run = _HEAD_TOKEN.match(piece[::-1])
+        tail = len(piece) - (run.end() if run is not None else 0)
+        partial = _PARTIAL_SECRET.search(piece, tail)
         if partial is not None:
             return piece[: partial.start()] + mask
-        token = _TAIL_TOKEN.search(piece)
+        token = _TAIL_TOKEN.search(piece, tail)
         if token is not None and (
             _AUTH_BEFORE.search(piece, 0, token.start()) is not None or _token_like(token.group())
         ):
