@@ -75,6 +75,15 @@ class MessageView(Sequence[Message]):
         head = [] if self._system is None else [self._system]
         return [*head, *self._messages[: self._n]]
 
+    @property
+    def has_system(self) -> bool:
+        return self._system is not None
+
+    @property
+    def conversation_id(self) -> int:
+        """The identity of the conversation list this view shows a prefix of."""
+        return id(self._messages)
+
     def extends(self, other: MessageView) -> bool:
         """Whether this view shows `other`'s messages at the same positions, perhaps more
         after them (the system messages may differ), in O(1): the conversation only grows."""

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from agentbench.runtime.message_view import MessageView
+
 _WIDE = re.compile(
     "[\u3000-\u303f"  # CJK punctuation
     "\u3040-\u30ff"  # kana
@@ -52,7 +54,33 @@ def estimate_message_tokens(message: dict[str, Any]) -> int:
 
 def estimate_request_tokens(request: dict[str, Any]) -> int:
     """Estimate the prompt tokens of a chat-completions request body."""
-    total = sum(estimate_message_tokens(m) for m in request.get("messages", ()))
+    messages = request.get("messages", ())
+    if isinstance(messages, MessageView):
+        total = _conversation_tokens(messages)
+    else:
+        total = sum(estimate_message_tokens(m) for m in messages)
     if request.get("tools"):
         total += estimate_tokens(orjson.dumps(request["tools"]).decode())
     return total
+
+
+# The last views counted, by their conversation list, with the tokens of their conversation
+# (system message excluded: it is re-rendered, the conversation only grows). Each step of a
+# run repeats all earlier messages, so counting them again made a run's time quadratic. A view
+# kept here keeps its list alive, so an id is never reused while its entry stands.
+_COUNTED: dict[int, tuple[MessageView, int]] = {}
+_COUNTED_MAX = 64
+
+
+def _conversation_tokens(view: MessageView) -> int:
+    system = view[0] if view.has_system else None
+    known = _COUNTED.get(view.conversation_id)
+    if known is not None and view.extends(known[0]):
+        conversation = known[1] + sum(estimate_message_tokens(m) for m in view.since(known[0]))
+    else:
+        start = 1 if system is not None else 0
+        conversation = sum(estimate_message_tokens(view[i]) for i in range(start, len(view)))
+    if len(_COUNTED) >= _COUNTED_MAX:
+        _COUNTED.clear()
+    _COUNTED[view.conversation_id] = (view, conversation)
+    return conversation + (estimate_message_tokens(system) if system is not None else 0)
