@@ -46,7 +46,9 @@ class RunResult:
     stop_reason: StopReason
     messages: list[dict[str, Any]]
     usage: Usage
-    events: list[Any]
+    # Left out of the repr: it is every event of the run, and Python 3.11's `asyncio.run`
+    # builds the repr of what a run returns, which took seconds on a long run.
+    events: list[Any] = field(repr=False)
     iterations: int
     duration_ms: float
     error: ErrorInfo | None = None
