@@ -248,31 +248,41 @@ def _position(node: Node) -> Position:
     return Position(node.start_mark.line + 1, node.start_mark.column + 1)
 
 
+def _document(loader: Any, node: Node | None) -> YamlDocument:
+    """The document of a composed node tree, positions kept."""
+    document = YamlDocument(None)
+    if node is not None:
+        document.data = _Builder(loader, document).build(node, ())
+    return document
+
+
+def _load_fast(text: str) -> YamlDocument | None:
+    """The document through libyaml, or None when that path cannot give it: PyYAML's own
+    composer then reports any error in its words, as it always has."""
+    fast = _compose_fast(text)
+    if fast is None:
+        return None
+    loader, node = fast
+    try:
+        return _document(loader, node)
+    except yaml.YAMLError:
+        return None
+    finally:
+        loader.dispose()
+
+
 def load_yaml(text: str) -> YamlDocument:
     """Parse one YAML document; raise YamlSyntaxError with the parser's line and column."""
     if not check_yaml_bounds(text) and _FAST_LOADER is not yaml.SafeLoader:
         # libyaml gave up early; PyYAML may read further, so it walks the text within bounds too.
         check_yaml_bounds(text, yaml.SafeLoader)
-    fast = _compose_fast(text)
+    fast = _load_fast(text)
     if fast is not None:
-        loader, node = fast
-        try:
-            document = YamlDocument(None)
-            if node is not None:
-                document.data = _Builder(loader, document).build(node, ())
-            return document
-        except yaml.YAMLError:
-            pass  # PyYAML's own composer below says it in its words, as it always has
-        finally:
-            loader.dispose()
+        return fast
     loader = None
     try:
         loader = yaml.SafeLoader(text)  # it checks the characters as it starts
-        node = loader.get_single_node()
-        document = YamlDocument(None)
-        if node is not None:
-            document.data = _Builder(loader, document).build(node, ())
-        return document
+        return _document(loader, loader.get_single_node())
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         position = Position(mark.line + 1, mark.column + 1) if mark else None

@@ -97,8 +97,7 @@ async def main(runs: int, calls: int, repeat: int) -> None:
         for attempt in range(repeat):
             plain.append(await run_all(runs, calls, None))
             store = TraceStore(Path(tmp) / f"recorded_{attempt}.duckdb")
-            with store.writing():
-                pass  # create and migrate the file first: a one-off cost, not per run
+            store.settle()  # create and migrate the file first: a one-off cost, not per run
             recorded.append(await run_all(runs, calls, store))
             stored = store.sql("SELECT count(*) AS n FROM runs").rows[0][0]
             if stored != runs:

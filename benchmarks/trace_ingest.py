@@ -186,8 +186,7 @@ def size_table(folder: Path, lengths: list[int]) -> None:
 def timed_pair(folder: Path, name: str, runs: list[list[Any]]) -> tuple[float, float]:
     """(recorded seconds, raw Arrow seconds) for these runs, each into a fresh store."""
     store = TraceStore(folder / f"{name}.duckdb")
-    with store.writing():
-        pass  # create and migrate the file first: the baseline's tables exist too
+    store.settle()  # create and migrate the file first: the baseline's tables exist too
     recorded_s = record(store, runs)
     store.close()
     return recorded_s, raw_insert(store.path, folder / f"{name}_raw.duckdb")
@@ -226,8 +225,7 @@ def main() -> None:
         runs = [run_events(f"run_{i:04d}", args.steps)[0] for i in range(args.runs)]
         steps = args.runs * args.steps
         store = TraceStore(folder / "recorded.duckdb")
-        with store.writing():
-            pass  # create and migrate the file first: the baseline's tables exist too
+        store.settle()  # create and migrate the file first: the baseline's tables exist too
         recorded_s = record(store, runs)
         store.close()
         raw_s = raw_insert(store.path, folder / "raw.duckdb")
