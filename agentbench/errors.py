@@ -38,11 +38,24 @@ class InstructionsError(AgentbenchError):
 
 
 class ModelError(AgentbenchError):
-    """The model provider failed in a way retries could not fix."""
+    """The model provider failed in a way retries could not fix.
 
-    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 1) -> None:
+    `status_code` and `body` are the HTTP status and the server's whole response body when
+    there was one (the message keeps only the body's first line), so a recording can keep the
+    failure exactly and replay it as the same error.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        attempts: int = 1,
+        body: str | None = None,
+    ) -> None:
         self.status_code = status_code
         self.attempts = attempts
+        self.body = body
         super().__init__(message)
 
 
