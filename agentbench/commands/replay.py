@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,14 @@ from agentbench.evals import results_store
 from agentbench.evals.compare import compare_evals
 from agentbench.evals.compare_text import comparison_text
 from agentbench.evals.dataset import load_suite
-from agentbench.evals.harness import agent_for, run_setup
+from agentbench.evals.harness import (
+    HarnessOptions,
+    agent_for,
+    live_factory,
+    missing_live_model,
+    run_setup,
+)
+from agentbench.evals.suite_models import Suite
 from agentbench.loading import load_object
 from agentbench.replay.cassette import Cassette, RecordMode
 from agentbench.replay.convert import conversation, stored_trajectory
@@ -30,12 +38,14 @@ from agentbench.replay.diff import CallRequest, align, request_divergences, with
 from agentbench.replay.replayer import (
     RecordedAgent,
     Replayer,
+    ReplayReport,
     loaded_from,
     recorded_agent,
     suite_folder,
 )
 from agentbench.replay.tool_policy import ToolPolicies
 from agentbench.runtime.agent import Agent
+from agentbench.runtime.models import ChatModel
 from agentbench.trace.errors import NoSuchRunError
 from agentbench.trace.redact import Redactor
 
@@ -51,23 +61,34 @@ def _agent(ref: str | None) -> Agent | None:
     return loaded
 
 
-def _cassette_agent(cassette: Cassette) -> tuple[Agent, ToolPolicies | None]:
-    """The agent a cassette was recorded with, when no --agent is given, and the tool
-    policies of its suite. A cassette the harness wrote names its suite folder (`suite_dir`):
-    the agent is then built exactly as `agentbench run` builds it (the suite's model
-    settings, its setup run). Otherwise the recorded `agent` reference is imported from the
-    cassette's repository."""
-    folder = suite_folder(cassette)
+def _suite_of(suite_dir: Path | None, cassette: Cassette | None) -> Suite | None:
+    """The suite whose settings the replay applies: --suite, else the one the cassette was
+    recorded by (a cassette the harness wrote names its folder, `suite_dir`), else none."""
+    if suite_dir is not None:
+        return load_suite(suite_dir)
+    folder = suite_folder(cassette) if cassette is not None else None
     if folder is not None and (folder / "suite.yaml").is_file():
-        suite = load_suite(folder)
-        agent = agent_for(suite)
+        return load_suite(folder)
+    return None
+
+
+def _replayed_agent(agent: Agent | None, suite: Suite | None, cassette: Cassette | None) -> Agent:
+    """The agent to replay, built as `agentbench run` builds it when a suite applies (the
+    suite's model settings, its setup run): --agent, else the suite's, else the one the
+    cassette names, imported from the cassette's repository."""
+    if suite is not None:
+        built = agent_for(suite, agent)
         run_setup(suite)
-        origin = loaded_from(suite.agent, folder)
-        _note_origin(RecordedAgent(agent, suite.agent, suite.root, origin))
-        return agent, suite.tools.policies()
+        if agent is None:
+            origin = loaded_from(suite.agent, suite.path)
+            _note_origin(RecordedAgent(built, suite.agent, suite.root, origin))
+        return built
+    if agent is not None:
+        return agent
+    assert cassette is not None  # a run id is replayed with --agent or --suite (_check_run_id)
     recorded = recorded_agent(cassette)
     _note_origin(recorded)
-    return recorded.agent, None
+    return recorded.agent
 
 
 def _note_origin(recorded: RecordedAgent) -> None:
@@ -90,12 +111,33 @@ def _stored_calls(store: Any, run_id: str) -> list[CallRequest]:
     return calls
 
 
-def _live_model(model: str | None, needed: bool) -> Any:
-    if not needed:
+def _live_model(
+    why: str | None, suite: Suite | None, name: str | None, base_url: str | None
+) -> ChatModel | None:
+    """The live model `why` needs (None: none is), resolved as `agentbench run` resolves it:
+    --model / --base-url, else the suite's `model:`, else OPENAI_MODEL / OPENAI_BASE_URL."""
+    if why is None:
         return None
-    from agentbench.runtime.openai_model import OpenAIModel
+    suite_model = suite.model if suite is not None else None
+    options = HarnessOptions(live=True, model=name, base_url=base_url)
+    missing = missing_live_model(suite_model, options)
+    if missing is not None:
+        raise UsageError(f"{why} calls a live model, and there is {missing}")
+    make = live_factory(suite_model, options)
+    if make is None:  # cannot happen: options.live is set
+        raise UsageError(f"{why} calls a live model, and none could be made")
+    return make()
 
-    return OpenAIModel(model or os.environ.get("OPENAI_MODEL"))
+
+async def _closing(work: Awaitable[ReplayReport], live: ChatModel | None) -> ReplayReport:
+    """The replay's report; then the live model this command made lets go of its connections,
+    which belong to this event loop."""
+    try:
+        return await work
+    finally:
+        closer = getattr(live, "aclose", None)
+        if closer is not None:
+            await closer()
 
 
 def _emit(data: dict[str, Any] | str, as_json: bool) -> None:
@@ -112,10 +154,21 @@ def _emit(data: dict[str, Any] | str, as_json: bool) -> None:
 Examples:
   agentbench replay replays/weather.yaml --strict
   agentbench replay run_630e997e --agent myapp.agents:weather --tool search=recorded
+  agentbench replay replays/sre/status-prod-eu.yaml --agent golden.sre.agent:sre_agent
+  agentbench replay replays/weather.yaml --live-from 2 --base-url http://127.0.0.1:8000/v1 \\
+      --model qwen2.5
 """,
 )
 @click.argument("target")
 @click.option("--agent", "agent_ref", help="The agent to replay, as module:attribute.")
+@click.option(
+    "--suite",
+    "suite_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="The golden suite whose model settings, setup, tool policies and model apply "
+    "[default: the suite the cassette was recorded by, if any].",
+)
 @click.option("--strict", is_flag=True, help="Treat request drift as a divergence.")
 @click.option(
     "--tools",
@@ -123,7 +176,7 @@ Examples:
     type=click.Choice(["live", "recorded"]),
     default="live",
     show_default=True,
-    help="Default tool policy.",
+    help="Default tool policy; with it or --tool, the suite's tool policies are not used.",
 )
 @click.option(
     "--tool",
@@ -150,7 +203,14 @@ Examples:
     "--model",
     "model_name",
     default=None,
-    help="Live model name (with --live-from, or --record-mode new_episodes|all).",
+    help="Live model name, for --live-from or --record-mode new_episodes|all "
+    "[default: the suite's model: name, then OPENAI_MODEL].",
+)
+@click.option(
+    "--base-url",
+    default=None,
+    help="Live OpenAI-compatible endpoint; no API key needed "
+    "[default: the suite's model: base_url, then OPENAI_BASE_URL].",
 )
 @click.option(
     "--save",
@@ -164,57 +224,77 @@ Examples:
 def replay(
     target: str,
     agent_ref: str | None,
+    suite_dir: Path | None,
     strict: bool,
     tools_default: str,
     tool_specs: tuple[str, ...],
     live_from: int | None,
     record_mode: str,
     model_name: str | None,
+    base_url: str | None,
     save_to: Path | None,
     as_json: bool,
     db: Path | None,
     wait_s: float,
 ) -> int:
-    """Replay RUN_ID or CASSETTE against the current code; exit 1 if behaviour diverged."""
-    store = open_store(db, wait_s)
-    needs_live = live_from is not None or record_mode in ("new_episodes", "all")
+    """Replay RUN_ID or CASSETTE against the current code; exit 1 if behaviour diverged.
+
+    The suite that applies is --suite, else the one the cassette was recorded by. Its
+    model.settings replace the agent's (with --agent too, as `agentbench run` applies
+    them), its setup runs, and its tool policies apply unless --tools or --tool is given.
+    The agent is --agent, else the suite's, else the one the cassette names. The live model
+    is --model and --base-url, else the suite's model:, else OPENAI_MODEL and
+    OPENAI_BASE_URL (or OPENAI_API_KEY for OpenAI's).
+    """
     path = Path(target)
-    agent = _agent(agent_ref)
-    tools = ToolPolicies.parse(tools_default, tool_specs)
     cassette = Cassette.load(path) if path.is_file() else None
-    if cassette is not None and agent is None:
-        agent, suite_tools = _cassette_agent(cassette)
-        source = click.get_current_context().get_parameter_source("tools_default")
-        told = tool_specs or source is not click.core.ParameterSource.DEFAULT
-        if suite_tools is not None and not told:
-            tools = suite_tools  # as `agentbench run` replays the case
+    if cassette is None:
+        _check_run_id(target, path, agent_ref is not None or suite_dir is not None)
+    suite = _suite_of(suite_dir, cassette)
+    # Checked before any code of the user's runs: a replay that cannot go live is not begun.
+    why = f"--live-from {live_from}" if live_from is not None else None
+    if why is None and record_mode in ("new_episodes", "all"):
+        why = f"--record-mode {record_mode}"
+    live_model = _live_model(why, suite, model_name, base_url)
+    agent = _replayed_agent(_agent(agent_ref), suite, cassette)
+    tools = ToolPolicies.parse(tools_default, tool_specs)
+    source = click.get_current_context().get_parameter_source("tools_default")
+    told = tool_specs or source is not click.core.ParameterSource.DEFAULT
+    if suite is not None and not told:
+        tools = suite.tools.policies()  # as `agentbench run` replays the case
+    store = open_store(db, wait_s)
     replayer = Replayer(
         agent,
         strict=strict,
         tools=tools,
-        live_model=_live_model(model_name, needs_live),
+        live_model=live_model,
         live_from=live_from,
         record_mode=record_mode,
         store=store,
     )
     if cassette is not None:
-        report = asyncio.run(replayer.replay(cassette, save_to=save_to))
-    elif path.suffix in (".yaml", ".yml", ".json") or "/" in target or os.sep in target:
+        work = replayer.replay(cassette, save_to=save_to)
+    else:
+        work = replayer.replay_run(store, target)
+    report = asyncio.run(_closing(work, live_model))
+    store.flush()
+    _emit(report.as_dict() if as_json else report.render(), as_json)
+    return EXIT_DIVERGED if report.diverged else EXIT_UNCHANGED
+
+
+def _check_run_id(target: str, path: Path, agent_given: bool) -> None:
+    """A TARGET that is no cassette file must be a run id, replayed with a given agent."""
+    if path.suffix in (".yaml", ".yml", ".json") or "/" in target or os.sep in target:
         # Written as a path, so meant as a cassette: "no such run id" would mislead.
         raise UsageError(
             f"cassette file {target} does not exist (a TARGET ending in .yaml, .yml or .json, "
             "or containing '/', is a cassette path; a run id is neither)"
         )
-    else:
-        if agent_ref is None:
-            raise UsageError(
-                f"{target!r} is not a cassette file, so it is read as a run id; pass the agent "
-                "to replay it with --agent module:attribute"
-            )
-        report = asyncio.run(replayer.replay_run(store, target))
-    store.flush()
-    _emit(report.as_dict() if as_json else report.render(), as_json)
-    return EXIT_DIVERGED if report.diverged else EXIT_UNCHANGED
+    if not agent_given:
+        raise UsageError(
+            f"{target!r} is not a cassette file, so it is read as a run id; pass the agent "
+            "to replay it with --agent module:attribute (or its suite with --suite DIR)"
+        )
 
 
 @click.command(

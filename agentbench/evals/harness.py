@@ -87,11 +87,13 @@ def selected(case: Any, suite: Any, filters: Sequence[str]) -> bool:
     return False
 
 
-def _live_factory(suite: Any, options: HarnessOptions) -> Callable[[], ChatModel] | None:
+def live_factory(model: Any, options: HarnessOptions) -> Callable[[], ChatModel] | None:
+    """What makes the live model for a suite whose `model:` block is `model` (or None): the
+    options' --model / --base-url win over the suite's, the environment fills the rest."""
     if not (options.live or options.live_from_divergence):
         return None
-    name = options.model or (suite.model.name if suite.model else None)
-    base_url = options.base_url or (suite.model.base_url if suite.model else None)
+    name = options.model or (model.name if model else None)
+    base_url = options.base_url or (model.base_url if model else None)
 
     def make() -> ChatModel:
         from agentbench.runtime.openai_model import OpenAIModel
@@ -101,9 +103,9 @@ def _live_factory(suite: Any, options: HarnessOptions) -> Callable[[], ChatModel
     return make
 
 
-def _missing_live_model(suite: Any, options: HarnessOptions) -> str | None:
-    """What a suite lacks to call a live model, in the user's words (None: nothing)."""
-    model = suite.model
+def missing_live_model(model: Any, options: HarnessOptions) -> str | None:
+    """What a suite whose `model:` block is `model` (or None) lacks to call a live model, in
+    the user's words (None: nothing)."""
     name = (
         options.model
         or (model.name if model else None)
@@ -122,8 +124,10 @@ def _missing_live_model(suite: Any, options: HarnessOptions) -> str | None:
     return None
 
 
-def agent_for(suite: Any) -> Agent:
-    loaded = suite.load_object(suite.agent, what="agent")
+def agent_for(suite: Any, agent: Agent | None = None) -> Agent:
+    """The suite's agent (or `agent`, when one is given in its place, as `agentbench replay
+    --agent` does) with the suite's `model.settings` as its model settings."""
+    loaded = suite.load_object(suite.agent, what="agent") if agent is None else agent
     if not isinstance(loaded, Agent):
         raise UsageError(
             f"{suite.where('agent')}agent {suite.agent!r} is a {type(loaded).__name__}, "
@@ -186,7 +190,7 @@ class Harness:
         if not self.options.live_from_divergence:
             return
         for suite in suites:
-            missing = _missing_live_model(suite, self.options)
+            missing = missing_live_model(suite.model, self.options)
             if missing is not None:
                 raise UsageError(
                     f"--live-from-divergence continues diverged cases with a live model; "
@@ -277,7 +281,7 @@ class Harness:
             cassette=cassette,
             record_mode=options.record_mode,
             tools=suite.tools.policies(),
-            live=_live_factory(suite, options),
+            live=live_factory(suite.model, options),
             strict=options.strict,
             store=(
                 self.store.with_labels(eval_id=eval_id, case_id=case.id, trial=trial)
