@@ -5,6 +5,7 @@
                                                 # OpenAI-compatible server on 127.0.0.1
     python examples/weather_agent.py --live     # a real endpoint: OPENAI_API_KEY, optional
                                                 # OPENAI_BASE_URL and OPENAI_MODEL
+    python examples/weather_agent.py --live --stream   # the same, answers streamed
 
 Every event of the run is printed as it happens, then the stop reason and the answer.
 """
@@ -20,6 +21,7 @@ from agentbench import (
     Agent,
     BusinessFailure,
     ChatModel,
+    ModelSettings,
     OpenAIModel,
     Runner,
     ScriptedModel,
@@ -59,6 +61,8 @@ agent = Agent(
     name="weather",
     instructions="You answer weather questions for {{ user }}. Use the tools; be brief.",
     tools=[get_weather, convert],
+    # OpenAI's default when tools are offered; llama.cpp ignores the tools unless it is sent.
+    model_settings=ModelSettings(tool_choice="auto"),
 )
 
 SCRIPT = [
@@ -79,8 +83,10 @@ def show(event) -> None:
     print(f"  #{event.seq:<2} {event.kind:<15} {detail(event)}")
 
 
-async def main(mode: str) -> None:
+async def main(mode: str, stream: bool = False) -> None:
     question = "How warm is it in Paris, in Fahrenheit?"
+    if stream:
+        agent.model_settings = agent.model_settings.model_copy(update={"stream": True})
     if mode == "scripted":
         model: ChatModel = ScriptedModel(SCRIPT)
         result = await Runner.run(
@@ -107,4 +113,6 @@ if __name__ == "__main__":
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--server", action="store_const", dest="mode", const="server")
     group.add_argument("--live", action="store_const", dest="mode", const="live")
-    asyncio.run(main(parser.parse_args().mode or "scripted"))
+    parser.add_argument("--stream", action="store_true", help="stream the model's answers")
+    args = parser.parse_args()
+    asyncio.run(main(args.mode or "scripted", args.stream))

@@ -1,8 +1,9 @@
 """Streams that end before their answer does, through the real openai SDK over real HTTP.
 
 A stream is whole only once a finish_reason arrives. A cut one (connection closed mid-answer,
-an event cut mid-JSON, an empty 200 event stream) is retried like a dropped connection, and
-when every attempt is cut the run stops with `error` — never `completed` with part of an answer.
+an event cut mid-JSON) is retried like a dropped connection, and when every attempt is cut the
+run stops with `error` — never `completed` with part of an answer. An empty 200 event stream
+(llama.cpp's answer when it cannot stream a tool call) is asked once more without streaming.
 """
 
 from __future__ import annotations
@@ -110,17 +111,16 @@ async def test_a_stream_that_is_always_cut_stops_the_run_with_an_error(server) -
 
 
 @pytest.mark.parametrize("done", [False, True], ids=["nothing", "only-done"])
-async def test_an_empty_200_stream_is_an_error_not_an_empty_answer(server, done) -> None:
-    server.add(*[CutStream(after_chunks=0, done=done)] * 3)
-    result = await Runner.run(
-        Agent(name="a", model_settings=STREAMING), "hi", model=model_for(server)
-    )
-    assert result.stop_reason is StopReason.ERROR
-    assert result.output is None
-    assert "after 0 chunk(s) (an empty event stream) (gave up after 3 attempts)" in (
-        result.error.message
-    )
-    assert len(server.requests) == 3
+async def test_an_empty_200_stream_is_asked_again_without_streaming(server, done) -> None:
+    server.add(CutStream(after_chunks=0, done=done), "The whole answer.")
+    model = model_for(server)
+    result = await Runner.run(Agent(name="a", model_settings=STREAMING), "hi", model=model)
+    assert result.completed and result.output == "The whole answer."
+    assert text_deltas(result) == ["The whole answer."]  # one delta, never an empty answer
+    assert [r.body.get("stream") for r in server.requests] == [True, None]
+    response = next(e for e in result.events if e.kind == "model_response").response
+    assert response.raw["object"] == "chat.completion"  # the non-streamed body, not chunks
+    assert response.attempts == 1 and model.retry.asked == []  # at once, not as a retry
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["clean-eof", "broken-connection"])

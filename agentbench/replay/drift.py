@@ -5,7 +5,9 @@ The diff is JSON-aware and names the field — `messages[4].content`,
 message memory dropped shows as `messages[3] removed` instead of every later message looking
 changed. Volatile fields (tool-call ids, stream options, user and metadata tags) never count:
 they change between runs without the behaviour changing, and neither does a value the
-recording has masked (`masked.fits`): redaction never causes a verdict.
+recording has masked (`masked.fits`): redaction never causes a verdict. An assistant message
+with tool calls and no text means the same whether its content is null (how older agentbench
+sent it), "" (how it is sent now, since llama.cpp rejects null) or absent.
 
 Descriptions show values redacted *before* they are cut to a window, so a secret in the
 current request can neither be shown nor leave half of itself at the edge of a window.
@@ -26,7 +28,7 @@ from agentbench.runtime.message_view import MessageView
 from agentbench.trace.redact import Redactor, key_words
 
 VOLATILE_TOP_LEVEL = frozenset({"stream_options", "user", "metadata", "store", "service_tier"})
-FINGERPRINT_VERSION = 2  # bump when Fingerprinter changes: stored fingerprints then go stale
+FINGERPRINT_VERSION = 3  # bump when Fingerprinter changes: stored fingerprints then go stale
 _MISSING = object()
 
 
@@ -105,13 +107,23 @@ def _normalize_message(message: Any) -> Any:
         return message
     if "tool_call_id" not in message and not message.get("tool_calls"):
         return message
-    out = {k: v for k, v in message.items() if k != "tool_call_id"}
+    out = {k: v for k, v in _textless_calls(message).items() if k != "tool_call_id"}
     if message.get("tool_calls"):
         out["tool_calls"] = [
             {k: v for k, v in call.items() if k != "id"} if isinstance(call, dict) else call
             for call in message["tool_calls"]
         ]
     return out
+
+
+def _textless_calls(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message with tool calls and no text, with `content: None` whichever way
+    the text is missing (null, "" or absent); any other message as it is."""
+    if message.get("role") != "assistant" or not message.get("tool_calls"):
+        return message
+    if "content" not in message or message["content"] == "":
+        return {**message, "content": None}
+    return message
 
 
 # In serialized JSON a real key is `"id":"…"`; inside a string (tool arguments, message text)
@@ -155,6 +167,18 @@ class Fingerprinter:
         self._cache[id(value)] = (value, digest)
         return digest
 
+    def _message(self, message: Any) -> bytes:
+        """A message's digest, as `_part`, but a tool-call message's missing text digested
+        one way (`_textless_calls`): recordings sent null where the runtime now sends ""."""
+        if not isinstance(message, dict):
+            return self._part(message)
+        hit = self._cache.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        digest = _digest(_textless_calls(message))
+        self._cache[id(message)] = (message, digest)
+        return digest
+
     def _scalar(self, value: Any) -> bytes:
         try:
             # Keyed by type too: 1, 1.0 and True are equal keys but serialize differently.
@@ -180,7 +204,7 @@ class Fingerprinter:
                 first = value[0] if size else None
                 lead = 1 if first is not None and first.get("role") == "system" else 0
                 if lead:
-                    hasher.update(self._part(first))
+                    hasher.update(self._message(first))
                 hasher.update(self._messages(value, size, lead))
             else:
                 hasher.update(self._part(value))
@@ -203,7 +227,7 @@ class Fingerprinter:
             self._seen_size = size
             new = value.since(last)
             for message in new:
-                self._state.update(self._part(message))
+                self._state.update(self._message(message))
             self._seen.extend(new)
             return self._state.digest()
         self._lead, self._seen_size = lead, size
@@ -220,7 +244,7 @@ class Fingerprinter:
             self._seen = []
             new = messages[lead:]
         for message in new:
-            self._state.update(self._part(message))
+            self._state.update(self._message(message))
         self._seen.extend(new)
         return self._state.digest()  # digest() leaves the state open for the next step
 

@@ -3,7 +3,8 @@
 One parser for every path a response can take — live through the openai SDK, replayed from a
 cassette, served by the local test server — so a replayed response becomes exactly the
 `ChatResponse` the live one did. Streams are lists of `chat.completion.chunk` dicts; tool-call
-fragments are accumulated by index into whole calls.
+fragments are accumulated by index into whole calls. Given the request, a body or stream that
+reports no usage gets an estimate, marked `Usage.estimated`, instead of zero tokens.
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from typing import Any
 
 import orjson
 
-from agentbench.runtime.models import ChatResponse, TextDeltaHandler, ToolCall, Usage
+from agentbench.runtime.models import (
+    ChatResponse,
+    TextDeltaHandler,
+    ToolCall,
+    Usage,
+    estimate_usage,
+)
 
 STREAM_OBJECT = "chat.completion.chunks"  # how a streamed response is kept in `raw`
 
@@ -34,8 +41,11 @@ def usage_from(body: dict[str, Any] | None) -> Usage:
     )
 
 
-def parse_completion(body: dict[str, Any]) -> ChatResponse:
-    """A `chat.completion` dict as a ChatResponse (raw keeps the dict)."""
+def parse_completion(body: dict[str, Any], request: dict[str, Any] | None = None) -> ChatResponse:
+    """A `chat.completion` dict as a ChatResponse (raw keeps the dict).
+
+    Without a `usage` in the body, usage is estimated from `request` when it is given.
+    """
     choices = body.get("choices") if isinstance(body, dict) else None
     if not choices:
         raise CompletionFormatError("the response has no choices")
@@ -55,11 +65,15 @@ def parse_completion(body: dict[str, Any]) -> ChatResponse:
                 id=call.get("id") or "",
             )
         )
+    text = message.get("content")
+    reported = body.get("usage")
     return ChatResponse(
-        text=message.get("content"),
+        text=text,
         tool_calls=calls,
         finish_reason=choice.get("finish_reason"),
-        usage=usage_from(body.get("usage")),
+        usage=usage_from(reported)
+        if reported or request is None
+        else estimate_usage(request, text, calls),
         model=body.get("model"),
         reasoning=message.get("reasoning_content"),
         raw=body,
@@ -76,6 +90,7 @@ class StreamAccumulator:
     calls: dict[int, dict[str, str]] = field(default_factory=dict)
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
+    usage_reported: bool = False
     model: str | None = None
     chunks: list[dict[str, Any]] = field(default_factory=list)
 
@@ -110,6 +125,7 @@ class StreamAccumulator:
         self.model = self.model or chunk.get("model")
         if chunk.get("usage"):
             self.usage = usage_from(chunk["usage"])
+            self.usage_reported = True
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
                 continue
@@ -126,28 +142,37 @@ class StreamAccumulator:
                 self.finish_reason = choice["finish_reason"]
 
     def _add_fragment(self, fragment: dict[str, Any]) -> None:
-        # Fragments of one call share an index; id and name arrive once, arguments in pieces.
+        # Fragments of one call share an index; arguments arrive in pieces. The name usually
+        # arrives once, but llama.cpp repeats it in every chunk and some providers send it
+        # cumulatively: a name equal to or extending the one so far replaces it; only a
+        # different piece is a continuation (a provider splitting the name).
         call = self.calls.setdefault(
             fragment.get("index") or 0, {"id": "", "name": "", "arguments": ""}
         )
         if fragment.get("id"):
             call["id"] = fragment["id"]
         function = fragment.get("function") or {}
-        if function.get("name"):
-            call["name"] += function["name"]
+        name = function.get("name")
+        if name:
+            call["name"] = name if name.startswith(call["name"]) else call["name"] + name
         if function.get("arguments"):
             call["arguments"] += function["arguments"]
 
-    def response(self) -> ChatResponse:
+    def response(self, request: dict[str, Any] | None = None) -> ChatResponse:
+        """The whole response; usage is estimated from `request` if the stream reported none."""
         calls = [
             ToolCall(name=c["name"], arguments=c["arguments"], id=c["id"] or f"call_stream_{i}")
             for i, c in sorted(self.calls.items())
         ]
+        text = "".join(self.text) or None
+        usage = self.usage
+        if not self.usage_reported and request is not None:
+            usage = estimate_usage(request, text, calls)
         return ChatResponse(
-            text="".join(self.text) or None,
+            text=text,
             tool_calls=calls,
             finish_reason=self.finish_reason,
-            usage=self.usage,
+            usage=usage,
             model=self.model,
             reasoning="".join(self.reasoning) or None,
             raw={"object": STREAM_OBJECT, "chunks": self.chunks},

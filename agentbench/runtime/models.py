@@ -65,8 +65,16 @@ class ToolCall(BaseModel):
 
 
 class Usage(BaseModel):
+    """Tokens of one or more model calls; `estimated` when any part was counted by us.
+
+    A provider that reports no usage (llama.cpp's streams) gets an estimate instead of 0,
+    marked so a reader never mistakes it for the provider's count. The mark is left out of
+    serialized records while False, so records of reported usage are unchanged.
+    """
+
     input_tokens: int = 0
     output_tokens: int = 0
+    estimated: bool = Field(default=False, exclude_if=lambda estimated: not estimated)
 
     @property
     def total_tokens(self) -> int:
@@ -76,7 +84,24 @@ class Usage(BaseModel):
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            estimated=self.estimated or other.estimated,
         )
+
+
+def estimate_usage(
+    request: dict[str, Any],
+    text: str | None,
+    tool_calls: Iterable[ToolCall],
+    *,
+    estimated: bool = True,
+) -> Usage:
+    """Usage counted from the request and the answer, for a response that reported none."""
+    output = (text or "") + "".join(call.name + call.arguments for call in tool_calls)
+    return Usage(
+        input_tokens=estimate_request_tokens(request),
+        output_tokens=estimate_tokens(output),
+        estimated=estimated,
+    )
 
 
 class ChatResponse(BaseModel):
@@ -93,9 +118,16 @@ class ChatResponse(BaseModel):
     raw: dict[str, Any] | None = Field(default=None, repr=False)
 
     def as_message(self) -> dict[str, Any]:
-        """The assistant message to append to the conversation."""
+        """The assistant message to append to the conversation.
+
+        Tool calls without text get `content: ""`, not null: llama.cpp's server rejects a null
+        assistant content (its request model types it `str`), and OpenAI and vLLM take either.
+        The key stays, since hooks and summarizers read `message["content"]`.
+        """
         message: dict[str, Any] = {"role": "assistant", "content": self.text}
         if self.tool_calls:
+            if self.text is None:
+                message["content"] = ""
             message["tool_calls"] = [call.as_openai() for call in self.tool_calls]
         return message
 
@@ -133,9 +165,9 @@ def to_response(item: Any, request: dict[str, Any], model_name: str) -> ChatResp
         )
     update: dict[str, Any] = {"model": response.model or model_name}
     if response.usage == Usage():
-        output = (response.text or "") + "".join(c.name + c.arguments for c in response.tool_calls)
-        update["usage"] = Usage(
-            input_tokens=estimate_request_tokens(request), output_tokens=estimate_tokens(output)
+        # A script's usage stands in for a provider's report, so it is not marked estimated.
+        update["usage"] = estimate_usage(
+            request, response.text, response.tool_calls, estimated=False
         )
     # A call whose id was not set explicitly gets a fresh one each time it is served, so one
     # scripted ToolCall object can be reused across turns without clashing ids.

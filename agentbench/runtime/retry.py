@@ -3,7 +3,11 @@
 Transient failures (connection errors, timeouts, 408/409/429 and 5xx) are retried with
 exponential backoff and jitter; a server's `Retry-After` (or `retry-after-ms`) wins over our
 own schedule but is bounded, so a provider asking for ten minutes fails fast with a message
-instead of hanging a CI job.
+instead of hanging a CI job. An error answered twice with the same body is deterministic (a
+request the server cannot handle, such as llama.cpp's 500 for a request it fails to validate),
+so it is not retried a third time. Statuses that speak of time or of the path rather than of
+the request (a timeout, a rate limit, a gateway's 502/503/504 page) and answers with
+`Retry-After` are exempt: the same page again is no sign the request is at fault.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+# Retryable statuses whose repeated body says nothing about the request (see the docstring).
+TIMING_STATUS = frozenset({408, 429, 502, 503, 504})
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,14 @@ def is_retryable_status(status: int, headers: Mapping[str, str] | None = None) -
     if should in ("true", "false"):
         return should == "true"
     return status in RETRYABLE_STATUS or status >= 500
+
+
+def repeats_deterministically(previous_body: str | None, body: str | None) -> bool:
+    """Whether an error's body is the one the previous attempt got (None: not comparable).
+
+    An empty body says nothing about the request (a proxy's bare 502), so it never counts.
+    """
+    return bool(body) and body == previous_body
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:

@@ -1,11 +1,13 @@
 """Test doubles for agentbench users and agentbench's own tests.
 
 `ScriptedModel` and `FunctionModel` answer without any network; `OpenAICompatibleServer`
-is a real HTTP server on 127.0.0.1 for exercising `OpenAIModel` through the real openai SDK.
+is a real HTTP server on 127.0.0.1 for exercising `OpenAIModel` through the real openai SDK,
+optionally with a real server's quirks (`QUIRKS`, e.g. `quirks=["llama_cpp"]`).
 """
 
 from agentbench.runtime.models import CallInfo, FunctionModel, ScriptedModel
 from agentbench.testing.server import (
+    QUIRKS,
     CutStream,
     Delay,
     HTTPFault,
@@ -17,6 +19,7 @@ from agentbench.testing.server import (
 )
 
 __all__ = [
+    "QUIRKS",
     "CallInfo",
     "CutStream",
     "Delay",

@@ -7,6 +7,30 @@ is used up, from `responder`, a function of the same shape `FunctionModel` takes
 or `fn(request, info)`). It records every request it received (body and headers), so a test
 can assert what the real openai SDK actually put on the wire. Streams split text into words
 and tool-call arguments into small fragments, as real providers do.
+
+`quirks=` makes it behave like a particular real server. `"llama_cpp"` is all of
+llama-cpp-python's server (0.3.x, `--chat_format chatml-function-calling`), each also
+available alone:
+
+* `rejects_null_content`: an assistant message with `content: null` fails its request model
+  (`content: NotRequired[str]`). FastAPI would answer 422, but llama-cpp-python's route class
+  catches every exception, FastAPI's `RequestValidationError` included, and answers HTTP 500
+  `{"error": {"message": str(error), "type": "internal_server_error", ...}}`, the message
+  being pydantic's whole list of union-member errors; the same body every time.
+* `repeats_stream_names`: every chunk of a streamed tool call repeats its id, type and
+  function name next to the piece of arguments.
+* `empty_stream_for_auto_tool_choice`: a streamed request with tools and `tool_choice` auto or
+  absent whose answer is a tool call gets a 200 event stream with no event at all (the server
+  raises "Automatic streaming tool choice is not supported" inside its stream). The scripted
+  answer is not used up: the model would answer the same request the same way again. The
+  connection stays open, and the next request sent on it is dropped unanswered (the client
+  sees "Server disconnected without sending a response").
+* `no_stream_usage`: streams never end with a usage chunk (`stream_options` is not in its
+  request model), whatever `include_usage` says.
+* `ignores_tools_without_tool_choice`: with `tools` but no `tool_choice` (OpenAI's default is
+  auto) the chat format renders a plain chat prompt and the model can only answer text, so a
+  scripted tool call comes back as the text the model then writes, `functions.NAME:\nARGS`
+  (seen from Gemma 3 270M), with finish_reason `stop`. Send `tool_choice: auto` to get tools.
 """
 
 from __future__ import annotations
@@ -18,7 +42,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -80,6 +104,35 @@ class CutStream:
     reply: Any = "The whole answer, never delivered in full."
 
 
+LLAMA_CPP_QUIRKS = (
+    "rejects_null_content",
+    "repeats_stream_names",
+    "empty_stream_for_auto_tool_choice",
+    "no_stream_usage",
+    "ignores_tools_without_tool_choice",
+)
+# Each quirk by its name, and each named server as the quirks it has.
+QUIRKS: dict[str, tuple[str, ...]] = {
+    **{quirk: (quirk,) for quirk in LLAMA_CPP_QUIRKS},
+    "llama_cpp": LLAMA_CPP_QUIRKS,
+}
+
+
+def resolve_quirks(names: Iterable[str]) -> frozenset[str]:
+    """The individual quirks `names` stand for; a ValueError names any unknown one."""
+    if isinstance(names, str):  # quirks="llama_cpp" means the one name, not its letters
+        names = [names]
+    quirks: set[str] = set()
+    for name in names:
+        if name not in QUIRKS:
+            raise ValueError(
+                f"OpenAICompatibleServer: unknown quirk {name!r}; valid quirks: "
+                + ", ".join(sorted(QUIRKS))
+            )
+        quirks.update(QUIRKS[name])
+    return frozenset(quirks)
+
+
 @dataclass
 class ReceivedRequest:
     path: str
@@ -105,7 +158,9 @@ class OpenAICompatibleServer:
         responder: Responder | None = None,
         model: str = "test-model",
         fragment_chars: int = 7,
+        quirks: Iterable[str] = (),
     ) -> None:
+        self.quirks = resolve_quirks(quirks)
         self._script: deque[Any] = deque(script)
         self._responder: ModelFunction | None = (
             None if responder is None else model_function(responder, "responder")
@@ -165,6 +220,11 @@ class OpenAICompatibleServer:
     def remaining(self) -> int:
         return len(self._script)
 
+    def _put_back(self, item: Any) -> None:
+        """Serve `item` again for the next request (the model's answer to the same request)."""
+        with self._lock:
+            self._script.appendleft(item)
+
     def _next_item(self, body: dict[str, Any], info: CallInfo) -> Any:
         with self._lock:
             if self._script:
@@ -211,6 +271,14 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length)
+        if self._drops_next_request:
+            # llama.cpp after a stream that failed inside: the next request on the connection
+            # is read and dropped, and the connection closed without an answer.
+            with contextlib.suppress(json.JSONDecodeError):
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                self.owner._record(self.path, headers, json.loads(raw or b"{}"))
+            self.close_connection = True
+            return
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError as exc:
@@ -222,10 +290,14 @@ class _Handler(BaseHTTPRequestHandler):
                 404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
             )
             return
-        item = self.owner._next_item(body, info)
         # A client that gave up (a timeout test) leaves nobody to answer.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            self._answer(item, body, info)
+            if "rejects_null_content" in self.owner.quirks:
+                errors = _null_content_errors(body)
+                if errors:
+                    self._send_json(500, _llama_cpp_internal_error(errors, self.path))
+                    return
+            self._answer(self.owner._next_item(body, info), body, info)
 
     def _answer(self, item: Any, body: dict[str, Any], info: CallInfo) -> None:
         if callable(item) and not inspect.isclass(item):
@@ -246,12 +318,48 @@ class _Handler(BaseHTTPRequestHandler):
         # Like real providers, answer in the name of the model that was asked for.
         model = str(body.get("model") or self.owner.model)
         response = to_response(cut.reply if cut else item, body, model)
+        if self._ignores_tools(response, body):
+            response = _tools_as_text(response)
+        if cut is None and self._cannot_stream(response, body):
+            self.owner._put_back(item)
+            self._send_failed_stream()
+            return
         if body.get("stream"):
             self._send_stream(response, body, cut)
         elif cut is not None:
             self._send_cut_json(response)
         else:
             self._send_json(200, completion_body(response, self.owner.model))
+
+    def _cannot_stream(self, response: ChatResponse, body: dict[str, Any]) -> bool:
+        """llama.cpp cannot stream a tool call it chose itself (`tool_choice` auto or absent)."""
+        return (
+            "empty_stream_for_auto_tool_choice" in self.owner.quirks
+            and bool(body.get("stream") and body.get("tools") and response.tool_calls)
+            and body.get("tool_choice") in (None, "auto")
+        )
+
+    _drops_next_request = False
+
+    def _send_failed_stream(self) -> None:
+        """A 200 event stream that ends before its first event, as llama.cpp's does when its
+        stream fails inside: the body ends cleanly, the connection stays open (keep-alive),
+        and the next request sent on it is dropped."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        self._drops_next_request = True
+
+    def _ignores_tools(self, response: ChatResponse, body: dict[str, Any]) -> bool:
+        """llama.cpp offers the model no tools unless `tool_choice` is sent."""
+        return (
+            "ignores_tools_without_tool_choice" in self.owner.quirks
+            and bool(body.get("tools") and response.tool_calls)
+            and body.get("tool_choice") is None
+        )
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         self._send_bytes(status, json.dumps(payload).encode(), "application/json", headers)
@@ -280,24 +388,31 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_stream(
         self, response: ChatResponse, body: dict[str, Any], cut: CutStream | None = None
     ) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("connection", "close")
-        if cut is not None and cut.chunked:
-            self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
+        quirks = self.owner.quirks
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        include_usage = include_usage and "no_stream_usage" not in quirks
         chunks = list(
             stream_chunks(response, self.owner.model, self.owner.fragment_chars, include_usage)
         )
+        if "repeats_stream_names" in quirks:
+            chunks = list(_repeat_call_names(chunks))
         events = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks]
         if cut is not None:
             events = _cut_events(events, chunks, cut)
         else:
             events.append("data: [DONE]\n\n")
+        self._send_stream_events(events, chunked=cut is not None and cut.chunked)
+
+    def _send_stream_events(self, events: list[str], *, chunked: bool = False) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        if chunked:
+            self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
         for event in events:
             data = event.encode()
-            if cut is not None and cut.chunked:
+            if chunked:
                 data = b"%x\r\n%s\r\n" % (len(data), data)
             self.wfile.write(data)
             self.wfile.flush()
@@ -319,3 +434,95 @@ def _cut_events(events: list[str], chunks: list[dict[str, Any]], cut: CutStream)
     if cut.done:
         kept.append("data: [DONE]\n\n")
     return kept
+
+
+def _tools_as_text(response: ChatResponse) -> ChatResponse:
+    """What a model offered no tools writes instead of its tool calls."""
+    text = "\n".join(f"functions.{call.name}:\n{call.arguments}" for call in response.tool_calls)
+    return response.model_copy(update={"text": text, "tool_calls": [], "finish_reason": "stop"})
+
+
+def _repeat_call_names(chunks: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The chunks with every tool-call fragment carrying its call's id, type and name."""
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            for fragment in choice["delta"].get("tool_calls") or ():
+                known = calls.setdefault(fragment["index"], {})
+                known.update({k: fragment[k] for k in ("id", "type") if k in fragment})
+                name = fragment.get("function", {}).get("name")
+                if name:
+                    known["name"] = name
+                fragment.update(id=known.get("id"), type=known.get("type", "function"))
+                fragment["function"] = {**fragment.get("function", {}), "name": known["name"]}
+        yield chunk
+
+
+# Where llama-cpp-python's `create_chat_completion` is, as FastAPI names it in an error.
+_LLAMA_CPP_ENDPOINT = (
+    '  File "/usr/local/lib/python3.11/site-packages/llama_cpp/server/app.py", line 408, '
+    "in create_chat_completion\n    POST {path}"
+)
+# llama-cpp-python's message union, in its order: each member's role and the keys it requires
+# that an assistant message lacks. pydantic reports why every member rejects the message.
+_MESSAGE_UNION = (
+    ("ChatCompletionRequestSystemMessage", "system", ()),
+    ("ChatCompletionRequestUserMessage", "user", ()),
+    ("ChatCompletionRequestAssistantMessage", "assistant", ()),
+    ("ChatCompletionRequestToolMessage", "tool", ("tool_call_id",)),
+    ("ChatCompletionRequestFunctionMessage", "function", ("name",)),
+)
+
+
+def _null_content_errors(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """pydantic's errors (as FastAPI reports them) for each assistant message with a null
+    content; none for a request llama-cpp-python's request model accepts."""
+    errors: list[dict[str, Any]] = []
+    for index, message in enumerate(body.get("messages") or ()):
+        if not (isinstance(message, dict) and message.get("role") == "assistant"):
+            continue
+        if "content" not in message or message["content"] is not None:
+            continue
+        for member, role, required in _MESSAGE_UNION:
+            loc = ("body", "messages", index, member)
+            if role == "assistant":  # `content: NotRequired[str]`: null is not a str
+                errors.append(
+                    {
+                        "type": "string_type",
+                        "loc": (*loc, "content"),
+                        "msg": "Input should be a valid string",
+                        "input": None,
+                    }
+                )
+                continue
+            errors.append(
+                {
+                    "type": "literal_error",
+                    "loc": (*loc, "role"),
+                    "msg": f"Input should be '{role}'",
+                    "input": "assistant",
+                    "ctx": {"expected": f"'{role}'"},
+                }
+            )
+            errors.extend(
+                {"type": "missing", "loc": (*loc, key), "msg": "Field required", "input": message}
+                for key in required
+            )
+    return errors
+
+
+def _llama_cpp_internal_error(errors: list[dict[str, Any]], path: str) -> dict[str, Any]:
+    """The body llama-cpp-python answers a request its pydantic model rejects (with HTTP 500):
+    `str()` of FastAPI's RequestValidationError in an OpenAI-style internal error."""
+    count = len(errors)
+    lines = [f"{count} validation error{'s' if count != 1 else ''}:"]
+    lines += [f"  {error}" for error in errors]
+    lines += ["", _LLAMA_CPP_ENDPOINT.format(path=path)]  # FastAPI leaves a blank line before
+    return {
+        "error": {
+            "message": "\n".join(lines),
+            "type": "internal_server_error",
+            "param": None,
+            "code": None,
+        }
+    }
