@@ -25,8 +25,15 @@ from agentbench.errors import AgentbenchError
 from agentbench.evals.compare_text import describe_divergence
 from agentbench.evals.stats import divergence_verdict
 from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
-from agentbench.replay.diff import Divergence, align
-from agentbench.replay.models import Drift, DriftAt, RecordingModel, ReplayModel, locate_drifts
+from agentbench.replay.diff import Divergence, align, by_cause
+from agentbench.replay.models import (
+    Drift,
+    DriftAt,
+    RecordingModel,
+    ReplayModel,
+    locate_drifts,
+    unanswered_divergences,
+)
 from agentbench.replay.session import continue_conversation, conversation_metadata
 from agentbench.replay.tool_policy import ReplayTools, ToolPolicies
 from agentbench.replay.trajectory import Step, model_call_position, trajectory
@@ -75,6 +82,7 @@ class CaseRun:
     recorded: list[Step] | None = None  # the cassette's trajectory, when one was replayed
     live_from: int | None = None  # the model call (1-based) a live model took over at
     stopped: bool = False  # strict replay stopped the run at its first drifted request
+    unanswered: list[int] = field(default_factory=list)  # calls the recording had no answer for
 
     @property
     def result(self) -> RunResult:
@@ -96,7 +104,11 @@ class CaseRun:
 
     @functools.cached_property
     def _divergences(self) -> list[Divergence]:
-        return align(self.recorded, self.steps) if self.recorded else []
+        found = align(self.recorded, self.steps) if self.recorded else []
+        if not self.unanswered:
+            return found
+        # The run ended in the replay's own error, whatever its steps look like.
+        return by_cause([*found, *unanswered_divergences(self.unanswered, self.events)])
 
     def divergences(self) -> list[Divergence]:
         """Where this run behaved differently from the recording it replayed (none if live)."""
@@ -139,6 +151,8 @@ class CaseRun:
             call = located[0].call
         elif self.live_from is not None:
             call = self.live_from
+        elif self.unanswered:
+            call = self.unanswered[0]
         else:
             return None
         cause = self._first_divergence_before(call)
@@ -159,6 +173,7 @@ class CaseRun:
             "call": call,
             "live_from": self.live_from,
             "stopped": self.stopped,
+            **({"unanswered": True} if not located and self.live_from is None else {}),
         }
 
     def _first_divergence_before(self, call: int) -> Divergence | None:
@@ -264,6 +279,7 @@ async def run_case(plan: CasePlan) -> CaseRun:
         outcome.drifts = list(model.drifts)
         outcome.live_from = model.live_began
         outcome.stopped = model.strict and bool(model.drifts)
+        outcome.unanswered = list(model.unanswered)
     if cassette is not None and "trajectory" in cassette.info:
         outcome.recorded = [Step.from_dict(s) for s in cassette.info["trajectory"]]
     outcome.recorded_to = _save(plan, model, outcome)

@@ -2,7 +2,9 @@
 
 Each interaction is one model call: the OpenAI chat-completions request body the runtime built
 and the response body the provider returned (a `chat.completion` JSON, or the server-sent-events
-text of a stream, so a streamed call replays as a stream). Files are read and written with
+text of a stream, so a streamed call replays as a stream) — or, for a call that failed, the
+error response the server sent (its status and body) and how agentbench reported the failure,
+so replay raises the same error again. Files are read and written with
 vcrpy's own serializers (YAML by default, JSON optional), so they look like the cassettes
 pytest-recording users know; agentbench's extra knowledge of the session — the input, the
 original trajectory, the tool results — lives under `metadata.agentbench`. Secrets are
@@ -14,6 +16,7 @@ a vcrpy or agentbench format version this code does not know is refused, not hal
 from __future__ import annotations
 
 import enum
+import http
 import json
 import os
 import re
@@ -28,7 +31,7 @@ from vcr import serialize as vcr_serialize
 from vcr.request import Request
 from vcr.serializers import jsonserializer, yamlserializer
 
-from agentbench.errors import AgentbenchError, UsageError
+from agentbench.errors import AgentbenchError, ModelError, ModelTimeoutError, UsageError
 from agentbench.replay.drift import FINGERPRINT_VERSION, Fingerprinter
 from agentbench.runtime.completions import (
     STREAM_OBJECT,
@@ -60,6 +63,14 @@ VCR_FORMAT_VERSIONS = (1,)
 DEFAULT_URI = "https://api.openai.com/v1/chat/completions"
 _JSON = "application/json"
 _SSE = "text/event-stream"
+_TEXT = "text/plain"
+# The status a failed call is written with when no HTTP response came back at all (connection
+# refused, a timeout, a stream cut short): 0, as browsers report a network error; the failure
+# record says so too (`http_response: false`).
+NO_RESPONSE = 0
+# The errors a recorded failure replays as, by the class name the cassette keeps. A closed
+# set: a cassette names a class, it never makes agentbench import one.
+_FAILURES: dict[str, type[ModelError]] = {e.__name__: e for e in (ModelError, ModelTimeoutError)}
 
 
 class RecordMode(enum.StrEnum):
@@ -83,15 +94,58 @@ class CassetteError(AgentbenchError):
     """A cassette file is missing, corrupt or not an agentbench/vcrpy cassette."""
 
 
+@dataclass(frozen=True)
+class Failure:
+    """How a model call failed, kept so replay raises the same error: the error's class name,
+    its exact message, the attempts it took, and whether an HTTP response came back (when it
+    did, its status and body are the interaction's own `status` and `response_body`)."""
+
+    type: str
+    message: str
+    attempts: int = 1
+    http_response: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "message": self.message,
+            "attempts": self.attempts,
+            "http_response": self.http_response,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> Failure:
+        """The failure record of a cassette's response; CassetteError names what is wrong."""
+        field_name = f"{where}: response.agentbench.error"
+        if not isinstance(data, dict):
+            raise CassetteError(f"{field_name}: expected a mapping (type, message, attempts)")
+        kind, message = data.get("type"), data.get("message")
+        attempts, http_response = data.get("attempts", 1), data.get("http_response", True)
+        if kind not in _FAILURES:
+            known = ", ".join(_FAILURES)
+            raise CassetteError(
+                f"{field_name}.type: {kind!r} is not an error agentbench replays (known: {known})"
+            )
+        if not isinstance(message, str):
+            raise CassetteError(f"{field_name}.message: expected the error's message as text")
+        if type(attempts) is not int or attempts < 1:
+            raise CassetteError(f"{field_name}.attempts: expected a whole number from 1")
+        if not isinstance(http_response, bool):
+            raise CassetteError(f"{field_name}.http_response: expected true or false")
+        return cls(kind, message, attempts, http_response)
+
+
 @dataclass
 class Interaction:
-    """One model call: the request body sent and the response body received."""
+    """One model call: the request body sent and the response body received (for a call
+    that failed, the error response, if any, and the `failure`)."""
 
     request: dict[str, Any]
     response_body: str
     content_type: str = _JSON
     status: int = 200
     uri: str = DEFAULT_URI
+    failure: Failure | None = None
 
     @property
     def streamed(self) -> bool:
@@ -109,11 +163,54 @@ class Interaction:
         body = raw if raw is not None else completion_body(response, str(request.get("model", "")))
         return cls(request, orjson.dumps(body).decode(), _JSON, uri=uri)
 
+    @classmethod
+    def failed(
+        cls, request: dict[str, Any], error: ModelError, uri: str = DEFAULT_URI
+    ) -> Interaction:
+        """An interaction from a live call that failed: the server's status and body where
+        there was an HTTP response, and how the failure was reported."""
+        request = materialized(request)
+        kind = type(error).__name__
+        if kind not in _FAILURES:  # a subclass of ours replays as the class it derives from
+            kind = "ModelTimeoutError" if isinstance(error, ModelTimeoutError) else "ModelError"
+        answered = error.status_code is not None
+        body = error.body or ""
+        failure = Failure(kind, str(error), error.attempts, answered)
+        status = error.status_code if error.status_code is not None else NO_RESPONSE
+        return cls(request, body, _body_type(body), status, uri, failure)
+
+    @classmethod
+    def stored_failure(
+        cls, request: dict[str, Any], error_type: str, message: str, attempts: int = 1
+    ) -> Interaction | None:
+        """The failed call of a stored run that ended in a model error (the store keeps the
+        error's type and message, not the server's status or body); None for an error that is
+        not a model call's."""
+        if error_type not in _FAILURES:
+            return None
+        failure = Failure(error_type, message, max(1, attempts), http_response=False)
+        return cls(materialized(request), "", _JSON, NO_RESPONSE, DEFAULT_URI, failure)
+
+    def error(self) -> ModelError:
+        """The recorded failure as the error to raise again (the body empty: None)."""
+        if self.failure is None:
+            raise ValueError("this interaction did not fail")
+        return _FAILURES[self.failure.type](
+            self.failure.message,
+            status_code=self.status if self.failure.http_response else None,
+            attempts=self.failure.attempts,
+            body=self.response_body or None,
+        )
+
     def response(self, on_text_delta: TextDeltaHandler | None = None) -> ChatResponse:
-        """The recorded response, parsed exactly as a live one is (streams replay as streams)."""
+        """The recorded response, parsed exactly as a live one is (streams replay as streams);
+        a recorded failure raises its error again, as the live call did."""
+        if self.failure is not None:
+            raise self.error()
+        # With the request, a body without usage gets the estimate the live call made.
         if self.streamed:
-            return parse_stream(parse_sse(self.response_body), on_text_delta)
-        return parse_completion(orjson.loads(self.response_body))
+            return parse_stream(parse_sse(self.response_body), on_text_delta, self.request)
+        return parse_completion(orjson.loads(self.response_body), self.request)
 
 
 @dataclass
@@ -154,13 +251,7 @@ class Cassette:
         for interaction in self.interactions:
             body = orjson.dumps(redactor.value(interaction.request)).decode()
             requests.append(Request("POST", interaction.uri, body, {"content-type": _JSON}))
-            responses.append(
-                {
-                    "status": {"code": interaction.status, "message": "OK"},
-                    "headers": {"content-type": [interaction.content_type]},
-                    "body": {"string": _scrubbed_body(interaction, redactor)},
-                }
-            )
+            responses.append(_response_dict(interaction, redactor))
         # Fingerprints of the requests as sent (before redaction), so replay compares the
         # current code with exactly what was recorded, in O(1) a step. (A hash, not the
         # bytes; where it differs, replay diffs against the redacted request, masks matching.)
@@ -193,6 +284,50 @@ class Cassette:
 
     def requests(self) -> Iterable[dict[str, Any]]:
         return (interaction.request for interaction in self.interactions)
+
+
+def _response_dict(interaction: Interaction, redactor: Redactor) -> dict[str, Any]:
+    """vcrpy's response mapping: the real status and body, so a plain vcrpy user sees the
+    real HTTP 500. How agentbench reported a failure lives beside them, in the response's
+    own `agentbench` key rather than in `metadata.agentbench`: it then travels with its
+    interaction when cassettes are cut and joined (a fork keeps the calls before it,
+    new_episodes appends), needing no index that could go stale, and vcrpy ignores a key
+    of a response it does not know. The message is scrubbed like the body."""
+    status = interaction.status
+    if interaction.failure is None:
+        reason = "OK"
+    elif not interaction.failure.http_response:
+        reason = "no response"
+    else:
+        reason = _reason(status)
+    response: dict[str, Any] = {
+        "status": {"code": status, "message": reason},
+        "headers": {"content-type": [interaction.content_type]},
+        "body": {"string": _scrubbed_body(interaction, redactor)},
+    }
+    if interaction.failure is not None:
+        failure = interaction.failure.as_dict()
+        failure["message"] = redactor.text(failure["message"])
+        response["agentbench"] = {"error": failure}
+    return response
+
+
+def _reason(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "error"
+
+
+def _body_type(body: str) -> str:
+    """The content type of a failed call's body: JSON when it reads as JSON, else text."""
+    if body.lstrip()[:1] in ("{", "["):
+        try:
+            orjson.loads(body)
+            return _JSON
+        except orjson.JSONDecodeError:
+            pass
+    return _TEXT
 
 
 def _scrubbed_body(interaction: Interaction, redactor: Redactor) -> str:
@@ -356,8 +491,10 @@ def _interaction(
         body = response["body"]["string"]
         status = int(response.get("status", {}).get("code", 200))
         headers = response.get("headers") or {}
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise CassetteError(f"{where}: the response has no body string ({exc!r})") from None
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise CassetteError(
+            f"{where}: the response needs a body string and a numeric status code ({exc!r})"
+        ) from None
     text = body.decode("utf-8") if isinstance(body, bytes) else str(body)
     content_type = next(
         (
@@ -367,9 +504,21 @@ def _interaction(
         ),
         _JSON,
     )
-    interaction = Interaction(request_body, text, content_type, status, request.uri)
+    extra = response.get("agentbench")
+    if extra is not None and (not isinstance(extra, dict) or "error" not in extra):
+        raise CassetteError(f"{where}: response.agentbench: expected a mapping with an 'error'")
+    failure = Failure.from_dict(extra["error"], where) if extra is not None else None
+    interaction = Interaction(request_body, text, content_type, status, request.uri, failure)
+    if failure is not None:
+        return interaction  # a failed call's body is the server's error, not a completion
     try:
         interaction.response()
     except (CompletionFormatError, orjson.JSONDecodeError) as exc:
-        raise CassetteError(f"{where}: the response is not a chat completion ({exc})") from None
+        problem = f"the response is not a chat completion ({exc})"
+        if status >= 400:
+            problem = (
+                f"the response is HTTP {status}, not a chat completion, and has no "
+                "response.agentbench.error saying how the call failed; re-record it with agentbench"
+            )
+        raise CassetteError(f"{where}: {problem}") from None
     return interaction

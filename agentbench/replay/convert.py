@@ -19,6 +19,7 @@ from agentbench.replay.session import tool_results
 from agentbench.replay.stored_events import events_of, loads
 from agentbench.replay.trajectory import Step, canonical, trajectory
 from agentbench.runtime.events import (
+    ErrorInfo,
     ModelRequest,
     ModelResponse,
     RunFinished,
@@ -90,8 +91,14 @@ def cassette_from_store(store: TraceStore, run_id: str) -> Cassette:
     events: list[Any] = []
     for trace in traces:
         requests = store.requests(trace.run.run_id)
-        for call in sorted(trace.llm_calls, key=lambda c: c.seq):
-            if call.response is None or call.seq not in requests:
+        calls = sorted(trace.llm_calls, key=lambda c: c.seq)
+        for call in calls:
+            if call.seq not in requests:
+                continue
+            if call.response is None:
+                failed = _failed_call(trace, call, requests[call.seq], last=call is calls[-1])
+                if failed is not None:
+                    interactions.append(failed)
                 continue
             response = ChatResponse.model_validate(loads(call.response))
             interactions.append(Interaction.of(requests[call.seq], response))
@@ -120,6 +127,20 @@ def cassette_from_store(store: TraceStore, run_id: str) -> Cassette:
     return cassette
 
 
+def _failed_call(
+    trace: RunTrace, call: Any, request: dict[str, Any], *, last: bool
+) -> Interaction | None:
+    """The model call a stored run ended on, when it ended in that call's error: replayed, it
+    fails again the same way (a call without a response that is not the one is left out)."""
+    run = trace.run
+    error = loads(run.error) if run.stop_reason == StopReason.ERROR.value else None
+    if not last or not isinstance(error, dict):
+        return None
+    return Interaction.stored_failure(
+        request, str(error.get("type")), str(error.get("message")), call.attempts or 1
+    )
+
+
 def store_cassette(cassette: Cassette, store: TraceStore, *, agent: str | None = None) -> str:
     """Record a cassette's session in the store as one run; returns the new run id."""
     info = cassette.info
@@ -141,8 +162,13 @@ def store_cassette(cassette: Cassette, store: TraceStore, *, agent: str | None =
     )
     usage = Usage()
     results = list(info.get("tool_results", ()))
+    failed: ErrorInfo | None = None
     for step, interaction in enumerate(cassette.interactions, start=1):
         emit(ModelRequest, step=step, request=interaction.request)
+        if interaction.failure is not None:  # the session ended in this call's error
+            error = interaction.error()
+            failed = ErrorInfo(type=type(error).__name__, message=str(error), step=step)
+            break
         response = interaction.response()
         usage = usage + response.usage
         emit(ModelResponse, step=step, response=response)
@@ -166,8 +192,11 @@ def store_cassette(cassette: Cassette, store: TraceStore, *, agent: str | None =
             )
     emit(
         RunFinished,
-        stop_reason=StopReason(info.get("stop_reason") or "completed"),
-        output=info.get("output"),
+        stop_reason=StopReason.ERROR
+        if failed is not None
+        else StopReason(info.get("stop_reason") or "completed"),
+        output=None if failed is not None else info.get("output"),
+        error=failed,
         usage=usage,
         iterations=len(cassette.interactions),
     )

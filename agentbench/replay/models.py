@@ -8,7 +8,10 @@ recorded answer and keeps the drift, strict replay stops. Beyond the end of the 
 live model can take over (record modes `new_episodes` and `all`, or a fork with `live_from`);
 with `live_from_drift` it takes over at the first call the recording no longer answers — a
 drifted request, or one beyond its end — since every recorded answer from there on would answer
-a question the code no longer asks.
+a question the code no longer asks. A call that failed live (a `ModelError`: an HTTP 500 after
+retries, a timeout) is recorded too, and replays as the same error. A call the recording has no
+answer for is kept in `ReplayModel.unanswered`: the run then ends in an error the recording
+never had, which is a divergence however alike the two runs end (`unanswered_divergences`).
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agentbench.errors import AgentbenchError
+from agentbench.errors import AgentbenchError, ModelError
 from agentbench.replay.cassette import DEFAULT_URI, Cassette, Interaction, RecordMode
+from agentbench.replay.diff import Divergence
 from agentbench.replay.drift import (
     FINGERPRINT_VERSION,
     Change,
@@ -27,6 +31,7 @@ from agentbench.replay.drift import (
     nearest,
     request_diff,
 )
+from agentbench.replay.trajectory import trajectory
 from agentbench.runtime.models import ChatModel, ChatResponse, TextDeltaHandler
 
 
@@ -98,8 +103,39 @@ def locate_drifts(drifts: list[Drift], events: Iterable[Any]) -> list[DriftAt]:
     return located
 
 
+def unanswered_divergences(calls: list[int], events: list[Any]) -> list[Divergence]:
+    """Each model call (1-based, of the session) the recording had no answer for, as an
+    `extra_step` where its request was sent: the current code asks more than was recorded,
+    so the replay ended in an error of its own, never "unchanged" — even when the recorded
+    run ended in an error too (a failure recorded before failures were)."""
+    requests: list[Any] = []
+    positions: list[int] = []
+    steps = 0
+    for event in events:  # where each request was sent: the step that came next
+        if event.kind == "model_request":
+            requests.append(event)
+            positions.append(steps)
+        steps += len(trajectory([event]))
+    found = []
+    for call in calls:
+        event = requests[call - 1] if call <= len(requests) else None
+        agent = event.agent if event is not None else "?"
+        purpose = getattr(event, "purpose", None)
+        found.append(
+            Divergence(
+                "extra_step",
+                positions[call - 1] if call <= len(positions) else steps,
+                agent,
+                event.step if event is not None else 0,
+                f"the recording has no answer for model call #{call}",
+                new={"signature": ["model_call", agent, purpose], "call": call},
+            )
+        )
+    return found
+
+
 class RecordingModel:
-    """Wraps any ChatModel and appends every call to a cassette."""
+    """Wraps any ChatModel and appends every call to a cassette, failed calls included."""
 
     def __init__(self, inner: ChatModel, cassette: Cassette | None = None) -> None:
         self.inner = inner
@@ -109,7 +145,15 @@ class RecordingModel:
     async def complete(
         self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
     ) -> ChatResponse:
-        response = await self.inner.complete(request, on_text_delta=on_text_delta)
+        try:
+            response = await self.inner.complete(request, on_text_delta=on_text_delta)
+        except ModelError as exc:
+            # The failure is part of the session: without it, replay would run out of
+            # recorded answers where the live run got an error.
+            self.cassette.interactions.append(
+                Interaction.failed(request, exc, _endpoint(self.inner))
+            )
+            raise
         self.cassette.interactions.append(Interaction.of(request, response, _endpoint(self.inner)))
         return response
 
@@ -146,6 +190,7 @@ class ReplayModel:
         self.calls = 0
         self.drifts: list[Drift] = []
         self.recorded: list[Interaction] = []  # interactions answered live, to append
+        self.unanswered: list[int] = []  # 1-based calls the recording had no answer for
         self._fingerprints: dict[int, str] = {}
         self._fingerprint = Fingerprinter()  # the current side: incremental per step
         # The recorded side, for a cassette saved without fingerprints: incremental too (its
@@ -173,6 +218,7 @@ class ReplayModel:
         if index >= len(self.cassette.interactions):
             if self.live_from_drift:
                 return await self._hand_over(index, request, on_text_delta)
+            self.unanswered.append(index + 1)
             raise ReplayMissingError(self._missing_message(index, request))
         recorded = self.cassette.interactions[index]
         expected = self._fingerprints.get(index)
@@ -196,6 +242,7 @@ class ReplayModel:
                     f"({len(changes)} change(s): {summary})",
                     changes,
                 )
+        # A recorded failure raises its error here, as the live call did.
         response = recorded.response(on_text_delta if request.get("stream") else None)
         # Parsed just now and ours alone, so set in place: what model_copy(update=) would give.
         response.latency_ms = (time.perf_counter() - started) * 1000
@@ -224,13 +271,19 @@ class ReplayModel:
             # the configured model's (`--model`), not a replay of the recorded one.
             request = {**request, "model": self.live.name}
         if self.live is None:
+            self.unanswered.append(self.calls)
             raise ReplayMissingError(
                 f"model call #{self.calls} should go to a live model (record mode "
                 f"{self.record_mode.value!r}, live_from={self.live_from}) but none is configured; "
                 "pass --live with a model, or set OPENAI_BASE_URL / OPENAI_API_KEY"
             )
-        response = await self.live.complete(request, on_text_delta=on_text_delta)
-        self.recorded.append(Interaction.of(request, response, _endpoint(self.live) or DEFAULT_URI))
+        uri = _endpoint(self.live) or DEFAULT_URI
+        try:
+            response = await self.live.complete(request, on_text_delta=on_text_delta)
+        except ModelError as exc:
+            self.recorded.append(Interaction.failed(request, exc, uri))
+            raise
+        self.recorded.append(Interaction.of(request, response, uri))
         return response
 
     def _missing_message(self, index: int, request: dict[str, Any]) -> str:

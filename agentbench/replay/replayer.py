@@ -8,8 +8,9 @@ divergence is told with the turn it happened in. The report names the root cause
 changed tool result, request or step; `diff.by_cause`) and lists its downstream effects after
 it. Request drift alone is informational when lenient and a divergence when strict; once the
 run diverged anyway, its drifted requests join the list in their place either way, so a changed
-request is named before what it led to. The agent is the one given, or the one the cassette
-names, imported from the cassette's repository (`recorded_agent`).
+request is named before what it led to. A model call the recording has no answer for is a
+divergence (`extra_step`) whatever the run did after it. The agent is the one given, or the
+one the cassette names, imported from the cassette's repository (`recorded_agent`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from agentbench.errors import UsageError
 from agentbench.loading import load_object
 from agentbench.replay.cassette import Cassette, RecordMode
 from agentbench.replay.diff import Divergence, align, by_cause, drift_divergences
-from agentbench.replay.models import DriftAt, ReplayModel, locate_drifts
+from agentbench.replay.models import DriftAt, ReplayModel, locate_drifts, unanswered_divergences
 from agentbench.replay.session import (
     continue_conversation,
     conversation_metadata,
@@ -242,7 +243,9 @@ class Replayer:
         # so a change in turn 1 is found in turn 1, not as what it did to turn 2.
         new = trajectory(events)
         drifts = locate_drifts(model.drifts, events)
-        divergences = align(original, new)
+        # A call the recording could not answer ended the run in an error of the replay's own:
+        # a divergence even when the recorded run ended in an error as well.
+        divergences = [*align(original, new), *unanswered_divergences(model.unanswered, events)]
         if self.strict or divergences:
             divergences = by_cause([*divergences, *drift_divergences(drifts, events)])
         saved = self._save_branch(cassette, model, turns, info, save_to)

@@ -13,13 +13,19 @@ from typing import Any
 
 def divergence_verdict(found: dict[str, Any]) -> str:
     """`diverged at step 1 (refunds); steps after 1 replayed from a recording that no longer
-    applies`, or what happened instead (continued live, stopped by --strict)."""
+    applies`, or what happened instead (continued live, stopped by --strict, or ended where
+    the recording had no answer)."""
     step, agent = found.get("step"), found.get("agent")
     where = f"step {step}" + (f" ({agent})" if agent else "") if step is not None else "a step"
     if found.get("live_from"):
         return (
             f"diverged at {where}; continued live from model call #{found['live_from']}: "
             "the steps after it are the live model's answers"
+        )
+    if found.get("unanswered"):
+        return (
+            f"diverged at {where}; the recording has no answer for model call "
+            f"#{found.get('call')}, so the replay ended there in an error of its own"
         )
     if found.get("stopped"):
         return f"diverged at {where}; replay stopped at model call #{found.get('call')} (--strict)"
@@ -30,6 +36,5 @@ def divergence_verdict(found: dict[str, Any]) -> str:
             "recording that no longer applies"
         )
     return (
-        f"diverged at {where}; steps after {step} replayed from a recording that no longer "
-        "applies"
+        f"diverged at {where}; steps after {step} replayed from a recording that no longer applies"
     )

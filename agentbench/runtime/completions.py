@@ -180,12 +180,15 @@ class StreamAccumulator:
 
 
 def parse_stream(
-    chunks: Iterable[dict[str, Any]], on_text_delta: TextDeltaHandler | None = None
+    chunks: Iterable[dict[str, Any]],
+    on_text_delta: TextDeltaHandler | None = None,
+    request: dict[str, Any] | None = None,
 ) -> ChatResponse:
+    """A ChatResponse from a stream's chunks; usage estimated from `request` when none came."""
     accumulator = StreamAccumulator(on_text_delta)
     for chunk in chunks:
         accumulator.add(chunk)
-    return accumulator.response()
+    return accumulator.response(request)
 
 
 def completion_body(response: ChatResponse, model: str) -> dict[str, Any]:
