@@ -19,6 +19,7 @@ import duckdb
 import pytest
 
 from agentbench.cli import main
+from agentbench.trace.migrations import LATEST
 from agentbench.trace.quarantine import quarantined
 from agentbench.trace.spool import spool_dir
 from tests.spool_plant import POISONS, Poison, good_line, plant_dead_journal
@@ -288,7 +289,7 @@ def test_doctor_says_what_dead_journals_will_rebuild(
     capsys.readouterr()
     assert main(["traces", "doctor", "--db", str(db)]) == 1
     out = capsys.readouterr().out
-    assert "schema 4; 3 run(s)" in out
+    assert f"schema {LATEST}; 3 run(s)" in out
     assert "holds 3 run(s), 3 of them not in the store; stored the next time" in out
     assert "folder.journal" in out and "not a regular file (a folder)" in out
     assert "1 problem(s) found" in out

@@ -254,7 +254,11 @@ def _run_finished(trace: RunTrace, seq: int, base: dict[str, Any]) -> RunFinishe
         stop_reason=StopReason(run.stop_reason),
         output=loads(run.output),
         error=ErrorInfo.model_validate(error) if error is not None else None,
-        usage=Usage(input_tokens=run.input_tokens or 0, output_tokens=run.output_tokens or 0),
+        usage=Usage(
+            input_tokens=run.input_tokens or 0,
+            output_tokens=run.output_tokens or 0,
+            estimated=bool(run.usage_estimated),
+        ),
         iterations=run.iterations or 0,
         duration_ms=run.duration_ms or 0.0,
     )

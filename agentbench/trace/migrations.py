@@ -174,6 +174,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE results ADD COLUMN details VARCHAR;
         """,
     ),
+    Migration(
+        5,
+        "estimated usage is marked",
+        # True when some of a run's tokens were counted by agentbench because the server
+        # reported none (llama.cpp's streams): such totals are estimates, never silent zeros.
+        """
+        ALTER TABLE runs ADD COLUMN usage_estimated BOOLEAN;
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].id
 MARKER_TABLE = "schema_migrations"

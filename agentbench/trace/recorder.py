@@ -151,6 +151,7 @@ class TraceRecorder:
             "code_version": self._code_version(),
             "context": None,
             "finished_seq": None,
+            "usage_estimated": None,
         }
 
     def _run_finished(self, trace: _RunTrace, event: Any) -> None:
@@ -170,6 +171,7 @@ class TraceRecorder:
             tool_calls=len(trace.rows.tool_calls),
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
+            usage_estimated=usage.estimated or None,
         )
         trace.rows.runs.append(trace.run)
         trace.rows.tool_calls.sort(key=lambda row: row["seq"])

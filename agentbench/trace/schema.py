@@ -103,6 +103,7 @@ class RunRecord(TraceRecord):
     context: JsonText | None = None
     replay_of: str | None = None  # the run this one replayed (agentbench replay)
     finished_seq: int | None = None  # seq of RunFinished
+    usage_estimated: bool | None = None  # some tokens counted by us: the server reported none
 
 
 class LlmCallRecord(TraceRecord):
