@@ -183,10 +183,16 @@ def test_live_from_goes_to_the_endpoint_named_by_flags(repo: Path) -> None:
     (received,) = server.requests
     assert received.path.endswith("/chat/completions")
     assert received.body["messages"] == recorded[1].request["messages"]
+    assert received.body["model"] == "m"  # the live model's name, not the recorded one's
     assert {k: received.body.get(k) for k in SETTINGS} == SETTINGS
     assert received.headers.get("user-agent", "").startswith("AsyncOpenAI/Python")
-    fork = Cassette.load(cassette_of(repo).with_name("paris.fork.yaml"))
+    fork_path = cassette_of(repo).with_name("paris.fork.yaml")
+    fork = Cassette.load(fork_path)
     assert fork.info["live_from"] == 2 and len(fork.interactions) == 2
+    # The fork replays offline as it ran: no drift on the model name of its live calls.
+    ran, report = replayed(repo, str(fork_path), "--agent", AGENT_REF, "--strict")
+    assert ran.code == 0, ran.out + ran.err
+    assert not report["diverged"] and not report.get("drifts"), report
 
 
 @pytest.mark.usefixtures("offline_env")

@@ -221,6 +221,11 @@ class ReplayModel:
             self.unanswered.append(index + 1)
             raise ReplayMissingError(self._missing_message(index, request))
         recorded = self.cassette.interactions[index]
+        answered_by = recorded.request.get("model")
+        if answered_by != self.name and request.get("model") == self.name:
+            # A fork's live calls went out under the live model's name (see `_live`); the
+            # code asks under this replay's name, which is no change of the code's.
+            request = {**request, "model": answered_by}
         expected = self._fingerprints.get(index)
         if expected is None:
             expected = self._fingerprints[index] = self._recorded_fingerprint(recorded.request)
@@ -266,9 +271,10 @@ class ReplayModel:
     async def _live(
         self, request: dict[str, Any], on_text_delta: TextDeltaHandler | None
     ) -> ChatResponse:
-        if self.live_began is not None and self.live is not None:
-            # The request was built under the recorded model's name; the continuation is
-            # the configured model's (`--model`), not a replay of the recorded one.
+        if self.live is not None and "model" in request:
+            # The request was built under the recorded model's name; whatever a live model
+            # answers (a fork, a continuation, a new recording) is the configured model's
+            # (`--model`): a server that serves one name would refuse the recorded one.
             request = {**request, "model": self.live.name}
         if self.live is None:
             self.unanswered.append(self.calls)
