@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 LLAMA_VERSION=${LLAMA_VERSION:-0.3.36}
-SUITE=${LIVE_SUITE:-customer_service}
+SUITE=${LIVE_SUITE:-sre}
 PORT=${LLAMA_PORT:-8089}
 CACHE=$ROOT/.cache/llama
 WORK=$(mktemp -d /tmp/agentbench-live-llama.XXXXXX)
@@ -97,6 +97,10 @@ mkdir -p "$WORK/repo"
 cp -r golden "$WORK/repo/golden"
 mkdir -p "$WORK/repo/replays"
 cp -r "replays/$SUITE" "$WORK/repo/replays/$SUITE"
+# llama.cpp offers the model no tools unless tool_choice is sent: the copy's suite sends it.
+sed -i 's/^model:$/model:\n  settings: {tool_choice: auto}/' "$WORK/repo/golden/$SUITE/suite.yaml"
+grep -q "tool_choice: auto" "$WORK/repo/golden/$SUITE/suite.yaml" ||
+    { echo "FAILED: golden/$SUITE/suite.yaml has no 'model:' line to add settings to"; exit 1; }
 cd "$WORK/repo"
 set +e
 agentbench run "golden/$SUITE" --live --record-mode all --base-url "$BASE_URL" --model "$MODEL" \

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
 from typing import Literal
 
 import pytest
@@ -22,7 +21,6 @@ from agentbench import (
     ModelError,
     ModelSettings,
     OpenAIModel,
-    RetryPolicy,
     Runner,
     ToolCall,
     Usage,
@@ -32,21 +30,11 @@ from agentbench.replay.drift import Fingerprinter, fingerprint, request_diff
 from agentbench.runtime.completions import completion_body, parse_stream
 from agentbench.runtime.tokens import estimate_request_tokens
 from agentbench.testing import QUIRKS, HTTPFault, OpenAICompatibleServer, RawBody
+from tests.retry_support import NoWaitRetryPolicy
 
 pytestmark = pytest.mark.server
 
 LLAMA_CPP = ["llama_cpp"]
-
-
-@dataclass(frozen=True)
-class NoWaitRetryPolicy(RetryPolicy):
-    """A RetryPolicy that does not wait; remembers which attempts asked for a backoff."""
-
-    asked: list[int] = field(default_factory=list)
-
-    def backoff(self, attempt: int, retry_after: float | None = None) -> float:
-        self.asked.append(attempt)
-        return 0.0
 
 
 looked_up: list[str] = []

@@ -8,8 +8,6 @@ run stops with `error` — never `completed` with part of an answer. An empty 20
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 
 from agentbench import (
@@ -18,7 +16,6 @@ from agentbench import (
     ModelError,
     ModelSettings,
     OpenAIModel,
-    RetryPolicy,
     Runner,
     StopReason,
     ToolCall,
@@ -26,22 +23,12 @@ from agentbench import (
     tool,
 )
 from agentbench.testing import CutStream, OpenAICompatibleServer
+from tests.retry_support import NoWaitRetryPolicy
 
 pytestmark = pytest.mark.server
 
 STREAMING = ModelSettings(stream=True)
 REQUEST = {"model": "test-model", "messages": [{"role": "user", "content": "x"}]}
-
-
-@dataclass(frozen=True)
-class RecordingRetryPolicy(RetryPolicy):
-    """A RetryPolicy that does not wait; remembers which attempts asked for a backoff."""
-
-    asked: list[int] = field(default_factory=list)
-
-    def backoff(self, attempt: int, retry_after: float | None = None) -> float:
-        self.asked.append(attempt)
-        return 0.0
 
 
 cities_looked_up: list[str] = []
@@ -70,7 +57,7 @@ async def server():
 
 
 def model_for(server: OpenAICompatibleServer, attempts: int = 3) -> OpenAIModel:
-    retry = RecordingRetryPolicy(max_attempts=attempts)
+    retry = NoWaitRetryPolicy(max_attempts=attempts)
     model = OpenAIModel("test-model", base_url=server.base_url, api_key="sk-test", retry=retry)
     _open_models.append(model)
     return model
