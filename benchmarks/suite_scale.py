@@ -12,7 +12,9 @@ does — and kept under --work (re-recorded only when missing), so a before/afte
 replays the very same files.
 
 What is timed is `agentbench run SUITE` (replay) in a fresh process with a fresh trace store:
-load, replay, score, store and the HTML report, exactly as the CLI writes them. Printed per
+load, replay, score, store and the HTML report, exactly as the CLI writes them. "Cold" runs
+start with an empty parsed-cassette cache (the first run on a machine); the others with the
+cassettes parsed once before (a suite run again after a change). Printed per
 size: the median wall and CPU seconds (the process and its children) of --repeats runs,
 per-case milliseconds, peak RSS, and, in separate in-process runs under tracemalloc (slower,
 so not timed), the peak of Python allocations with and without the report. KB a case is the
@@ -248,13 +250,22 @@ def run_args(suite: Path, scratch: Path, report: bool) -> list[str]:
     return args
 
 
-def timed_run(suite: Path, report: bool) -> dict[str, float]:
-    """One `agentbench run` in a fresh process: wall, CPU and peak RSS of that process."""
+def timed_run(suite: Path, report: bool, cache: Path | None = None) -> dict[str, float]:
+    """One `agentbench run` in a fresh process: wall, CPU and peak RSS of that process.
+
+    `cache` is the parsed-cassette cache it uses (AGENTBENCH_CACHE_DIR); None: an empty one,
+    as on a machine that never ran the suite (older checkouts have no such cache at all).
+    """
     with tempfile.TemporaryDirectory() as scratch:
         command = [sys.executable, "-m", "agentbench", *run_args(suite, Path(scratch), report)]
+        env = {**os.environ, "AGENTBENCH_CACHE_DIR": str(cache or Path(scratch, "cache"))}
         started = time.perf_counter()
         process = subprocess.Popen(
-            command, cwd=suite.parent.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            command,
+            cwd=suite.parent.parent,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
         )
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
@@ -302,10 +313,17 @@ def traced_peak(suite: Path, report: bool) -> float:
 
 
 def measure(suite: Path, cases: int, repeats: int, memory: bool) -> dict[str, float]:
-    runs = [timed_run(suite, report=True) for _ in range(repeats)]
-    bare = [timed_run(suite, report=False) for _ in range(repeats)]
+    # Timed with the cassettes already parsed once (the suite run again after a change, the
+    # everyday case); "cold" is the first run on a machine, every cassette parsed from YAML.
+    cold = [timed_run(suite, report=True) for _ in range(repeats)]
+    with tempfile.TemporaryDirectory() as warm:
+        timed_run(suite, report=False, cache=Path(warm))
+        runs = [timed_run(suite, report=True, cache=Path(warm)) for _ in range(repeats)]
+        bare = [timed_run(suite, report=False, cache=Path(warm)) for _ in range(repeats)]
     row = {
         "cases": cases,
+        "wall_cold": statistics.median(r["wall"] for r in cold),
+        "cpu_cold": statistics.median(r["cpu"] for r in cold),
         "wall": statistics.median(r["wall"] for r in runs),
         "cpu": statistics.median(r["cpu"] for r in runs),
         "wall_bare": statistics.median(r["wall"] for r in bare),
@@ -331,7 +349,8 @@ def report(rows: list[dict[str, float]]) -> None:
 
     print(f"agentbench at {Path(agentbench.__file__).parent}")
     print(
-        f"{'cases':>6} {'wall s':>7} {'cpu s':>7} {'ms/case':>8} {'no-report wall':>15} "
+        f"{'cases':>6} {'cold wall':>9} {'cpu':>6} {'wall s':>7} {'cpu s':>7} {'ms/case':>8} "
+        f"{'no-report wall':>15} "
         f"{'cpu':>6} {'RSS MB':>7} {'no-report':>10} {'traced MB':>10} {'no-report':>10}"
     )
     for r in rows:
@@ -341,7 +360,8 @@ def report(rows: list[dict[str, float]]) -> None:
             else f"{'—':>10} {'—':>10}"
         )
         print(
-            f"{r['cases']:>6} {r['wall']:>7.2f} {r['cpu']:>7.2f} "
+            f"{r['cases']:>6} {r['wall_cold']:>9.2f} {r['cpu_cold']:>6.2f} "
+            f"{r['wall']:>7.2f} {r['cpu']:>7.2f} "
             f"{r['cpu'] / r['cases'] * 1000:>8.2f} {r['wall_bare']:>15.2f} {r['cpu_bare']:>6.2f} "
             f"{r['rss_kb'] / 1024:>7.1f} {r['rss_bare_kb'] / 1024:>10.1f} {traced}"
         )

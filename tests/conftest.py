@@ -1,7 +1,8 @@
 """Shared test setup: no test may reach a network by accident.
 
 Outbound connections are allowed only to loopback (the bundled OpenAI-compatible server);
-provider credentials from the developer's environment are removed so nothing goes live.
+provider credentials from the developer's environment are removed so nothing goes live. Parsed
+cassettes are cached in a folder of the test session's own, not the developer's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ def _loopback_only(self: socket.socket, address: object) -> object:
         if not allowed:
             raise RuntimeError(f"test tried to reach the network: {address!r}")
     return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_cassette_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENTBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("agentbench-cache")))
+        yield
 
 
 @pytest.fixture(autouse=True)

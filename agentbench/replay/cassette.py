@@ -32,6 +32,7 @@ from vcr.request import Request
 from vcr.serializers import jsonserializer, yamlserializer
 
 from agentbench.errors import AgentbenchError, ModelError, ModelTimeoutError, UsageError
+from agentbench.replay import cassette_cache
 from agentbench.replay.drift import FINGERPRINT_VERSION, Fingerprinter
 from agentbench.runtime.completions import (
     STREAM_OBJECT,
@@ -389,7 +390,7 @@ def _parse(path: Path) -> dict[str, Any]:
             check_json_depth(text)
             data = serializer.deserialize(text)
         else:
-            data = _yaml_data(text, serializer)
+            data = cassette_cache.parsed(text, lambda text: _yaml_data(text, serializer))
     except SourceError as exc:
         raise CassetteError(f"{_at(path, exc.position)}: {exc.message}") from None
     except yaml.YAMLError as exc:

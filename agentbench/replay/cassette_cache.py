@@ -1,0 +1,76 @@
+"""Parsed cassettes, kept by content: a YAML cassette is parsed once per content, not per run.
+
+Parsing YAML costs ~4 ms for a six-call cassette, a quarter of a replayed case's time, and a
+suite is run again and again while its cassettes stay the same. So the data a cassette parses
+to is kept as JSON (read back in a tenth of the time) under a key that is a hash of the file's
+text and of this parser's version: an edited cassette, or a newer agentbench, simply misses,
+and nothing needs invalidating. Only data that JSON keeps exactly is cached (a YAML timestamp
+or `!!binary` body would come back as a string), so a hit is always what parsing would give.
+
+The cache is `$AGENTBENCH_CACHE_DIR/cassettes` (default: `~/.cache/agentbench`); it may be
+deleted at any time, and `AGENTBENCH_CACHE_DIR=off` turns it off. A cache that cannot be read
+or written is skipped, never an error: it only ever saves time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from agentbench._version import __version__
+
+log = logging.getLogger("agentbench.cassette")
+
+CACHE_ENV = "AGENTBENCH_CACHE_DIR"
+# Part of every key: bump when what a cassette parses to changes for the same text.
+PARSE_VERSION = 1
+
+
+def cache_dir() -> Path | None:
+    """Where parsed cassettes are kept, or None when the cache is off."""
+    configured = os.environ.get(CACHE_ENV)
+    if configured and configured.lower() in ("off", "0", "false", "no"):
+        return None
+    root = Path(configured) if configured else Path.home() / ".cache" / "agentbench"
+    return root / "cassettes"
+
+
+def parsed(text: str, parse: Callable[[str], Any]) -> Any:
+    """What `parse(text)` gives, from the cache when this very text was parsed before."""
+    folder = cache_dir()
+    if folder is None:
+        return parse(text)
+    key = hashlib.blake2b(
+        f"{PARSE_VERSION}:{__version__}\0{text}".encode(), digest_size=20
+    ).hexdigest()
+    path = folder / key[:2] / f"{key[2:]}.json"
+    try:
+        return orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        pass  # not cached yet (or a half-written file from a crash): parse it
+    data = parse(text)
+    _keep(path, data)
+    return data
+
+
+def _keep(path: Path, data: Any) -> None:
+    try:
+        blob = orjson.dumps(data)
+    except TypeError:  # bytes, or a type JSON does not have
+        return
+    if orjson.loads(blob) != data:  # a datetime would come back as text: not the same data
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Written whole, then renamed: a reader never sees half a file.
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(blob)
+        tmp.replace(path)
+    except OSError as exc:
+        log.debug("cassette cache not written (%s): %s", path, exc)
