@@ -147,6 +147,9 @@ class Interaction:
     status: int = 200
     uri: str = DEFAULT_URI
     failure: Failure | None = None
+    # The response parsed when the cassette was loaded (to check it), handed to the first
+    # replay that needs no text deltas instead of being parsed a second time.
+    _checked: ChatResponse | None = field(default=None, repr=False, compare=False)
 
     @property
     def streamed(self) -> bool:
@@ -208,6 +211,9 @@ class Interaction:
         a recorded failure raises its error again, as the live call did."""
         if self.failure is not None:
             raise self.error()
+        checked, self._checked = self._checked, None
+        if checked is not None and on_text_delta is None:
+            return checked
         # With the request, a body without usage gets the estimate the live call made.
         if self.streamed:
             return parse_stream(parse_sse(self.response_body), on_text_delta, self.request)
@@ -513,7 +519,7 @@ def _interaction(
     if failure is not None:
         return interaction  # a failed call's body is the server's error, not a completion
     try:
-        interaction.response()
+        interaction._checked = interaction.response()
     except (CompletionFormatError, orjson.JSONDecodeError) as exc:
         problem = f"the response is not a chat completion ({exc})"
         if status >= 400:

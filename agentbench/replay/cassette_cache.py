@@ -66,11 +66,14 @@ def _keep(path: Path, data: Any) -> None:
         return
     if orjson.loads(blob) != data:  # a datetime would come back as text: not the same data
         return
+    # Written whole, then renamed: a reader never sees half a file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Written whole, then renamed: a reader never sees half a file.
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(blob)
+        try:
+            tmp.write_bytes(blob)
+        except FileNotFoundError:  # the first entry of its folder (a mkdir each time is slow)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(blob)
         tmp.replace(path)
     except OSError as exc:
         log.debug("cassette cache not written (%s): %s", path, exc)
