@@ -20,6 +20,9 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 LLAMA_VERSION=${LLAMA_VERSION:-0.3.36}
 SUITE=${LIVE_SUITE:-sre}
+# Its cluster-status cases: on 2 cores the model reads ~200 prompt tokens a second, and a case
+# of a looping 270M model runs until a brake stops it, so the whole suite would take an hour.
+FILTER=${LIVE_FILTER:-status-*}
 PORT=${LLAMA_PORT:-8089}
 CACHE=$ROOT/.cache/llama
 WORK=$(mktemp -d /tmp/agentbench-live-llama.XXXXXX)
@@ -92,7 +95,7 @@ run_weather --live
 say "examples/weather_agent.py --live --stream"
 run_weather --live --stream
 
-say "golden/$SUITE live, recorded anew into a copy ($WORK/repo)"
+say "golden/$SUITE ($FILTER) live, recorded anew into a copy ($WORK/repo)"
 mkdir -p "$WORK/repo"
 cp -r golden "$WORK/repo/golden"
 mkdir -p "$WORK/repo/replays"
@@ -103,8 +106,11 @@ grep -q "tool_choice: auto" "$WORK/repo/golden/$SUITE/suite.yaml" ||
     { echo "FAILED: golden/$SUITE/suite.yaml has no 'model:' line to add settings to"; exit 1; }
 cd "$WORK/repo"
 set +e
+# One case at a time: the server answers one request at a time (one slot), and cases queued
+# behind each other would meet the model's and the run's timeouts instead of its answers.
 agentbench run "golden/$SUITE" --live --record-mode all --base-url "$BASE_URL" --model "$MODEL" \
-    --db "$WORK/live.duckdb" --report-dir "$WORK/reports" --json >"$WORK/live.json"
+    --filter "$FILTER" --concurrency 1 --db "$WORK/live.duckdb" --report-dir "$WORK/reports" \
+    --json >"$WORK/live.json"
 LIVE_EXIT=$?
 set -e
 [ "$LIVE_EXIT" -le 1 ] || { cat "$WORK/live.json"; echo "FAILED: live run exit $LIVE_EXIT"; exit 1; }
@@ -116,11 +122,9 @@ rows = db.execute(
 ).fetchall()
 calls = db.execute("SELECT count(*) FROM tool_calls").fetchone()[0]
 print("live runs by stop reason:", dict(rows), "| tool calls:", calls)
-errors = db.execute(
-    "SELECT run_id, error FROM runs WHERE stop_reason = 'error' AND error LIKE '%ModelError%'"
-).fetchall()
+errors = db.execute("SELECT run_id, error FROM runs WHERE stop_reason IN ('error', 'timeout')").fetchall()
 if errors or not calls:
-    sys.exit(f"FAILED: model errors {errors} / tool calls {calls}")
+    sys.exit(f"FAILED: runs that ended in an error or a timeout {errors} / tool calls {calls}")
 EOF
 
 say "server stopped; the recordings replay offline, twice"
@@ -128,8 +132,8 @@ stop_server
 LIVE_EVAL=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["eval_id"])' "$WORK/live.json")
 for round in 1 2; do
     set +e
-    agentbench run "golden/$SUITE" --db "$WORK/live.duckdb" --report-dir "$WORK/reports" \
-        --baseline "$LIVE_EVAL" --json >"$WORK/replay$round.json"
+    agentbench run "golden/$SUITE" --filter "$FILTER" --db "$WORK/live.duckdb" \
+        --report-dir "$WORK/reports" --baseline "$LIVE_EVAL" --json >"$WORK/replay$round.json"
     set -e
     REPLAY_EVAL=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["eval_id"])' \
         "$WORK/replay$round.json")

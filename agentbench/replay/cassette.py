@@ -328,13 +328,13 @@ def _reason(status: int) -> str:
 
 def _body_type(body: str) -> str:
     """The content type of a failed call's body: JSON when it reads as JSON, else text."""
-    if body.lstrip()[:1] in ("{", "["):
-        try:
-            orjson.loads(body)
-            return _JSON
-        except orjson.JSONDecodeError:
-            pass
-    return _TEXT
+    if body.lstrip()[:1] not in ("{", "["):
+        return _TEXT
+    try:
+        orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return _TEXT
+    return _JSON
 
 
 def _scrubbed_body(interaction: Interaction, redactor: Redactor) -> str:

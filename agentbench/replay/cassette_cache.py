@@ -50,13 +50,20 @@ def parsed(text: str, parse: Callable[[str], Any]) -> Any:
         f"{PARSE_VERSION}:{__version__}\0{text}".encode(), digest_size=20
     ).hexdigest()
     path = folder / key[:2] / f"{key[2:]}.json"
-    try:
-        return orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        pass  # not cached yet (or a half-written file from a crash): parse it
+    cached = _read(path)
+    if cached is not None:
+        return cached
     data = parse(text)
     _keep(path, data)
     return data
+
+
+def _read(path: Path) -> Any:
+    """The cached data at `path`; None when it is not cached (or half written by a crash)."""
+    try:
+        return orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
 
 
 def _keep(path: Path, data: Any) -> None:
