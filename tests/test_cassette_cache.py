@@ -87,3 +87,15 @@ def test_a_broken_cassette_is_still_named_and_the_cache_can_be_off(
     path.write_text("interactions: [\n")
     with pytest.raises(CassetteError, match=r"bad\.yaml:\d+:\d+: the file is not valid YAML"):
         Cassette.load(path)
+
+
+@pytest.mark.parametrize(
+    "value", ["2026-12-01 10:00:00", ".nan", "-.Inf", "!!binary aGk=", "!!set {a}"]
+)
+def test_values_json_would_not_keep_exactly_are_never_cached(
+    tmp_path: Path, cache: Path, value: str
+) -> None:
+    path = saved(tmp_path / "c.yaml")
+    path.write_text(path.read_text() + f"extra: {value}\n")
+    Cassette.load(path)
+    assert entries(cache) == []

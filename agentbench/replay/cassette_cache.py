@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ log = logging.getLogger("agentbench.cassette")
 CACHE_ENV = "AGENTBENCH_CACHE_DIR"
 # Part of every key: bump when what a cassette parses to changes for the same text.
 PARSE_VERSION = 1
+_NOT_FINITE = re.compile(r"\.(?:nan|inf)\b", re.IGNORECASE)
 
 
 def cache_dir() -> Path | None:
@@ -54,7 +56,7 @@ def parsed(text: str, parse: Callable[[str], Any]) -> Any:
     if cached is not None:
         return cached
     data = parse(text)
-    _keep(path, data)
+    _keep(path, text, data)
     return data
 
 
@@ -66,12 +68,14 @@ def _read(path: Path) -> Any:
         return None
 
 
-def _keep(path: Path, data: Any) -> None:
-    try:
-        blob = orjson.dumps(data)
-    except TypeError:  # bytes, or a type JSON does not have
+def _keep(path: Path, text: str, data: Any) -> None:
+    if _NOT_FINITE.search(text):  # YAML's .nan and .inf: JSON would keep them as null
         return
-    if orjson.loads(blob) != data:  # a datetime would come back as text: not the same data
+    try:
+        # A datetime (YAML timestamp) would come back as text: refused like bytes, a set or an
+        # integer past 64 bits, which JSON does not have at all.
+        blob = orjson.dumps(data, option=orjson.OPT_PASSTHROUGH_DATETIME)
+    except TypeError:
         return
     # Written whole, then renamed: a reader never sees half a file.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
