@@ -26,10 +26,13 @@ from agentbench import (
     Usage,
     tool,
 )
+from agentbench.cli import main
 from agentbench.replay.drift import Fingerprinter, fingerprint, request_diff
+from agentbench.replay.stored_events import events_of
 from agentbench.runtime.completions import completion_body, parse_stream
 from agentbench.runtime.tokens import estimate_request_tokens
 from agentbench.testing import QUIRKS, HTTPFault, OpenAICompatibleServer, RawBody
+from agentbench.trace.store import TraceStore
 from tests.retry_support import NoWaitRetryPolicy
 
 pytestmark = pytest.mark.server
@@ -463,3 +466,27 @@ def test_real_text_beside_tool_calls_still_drifts() -> None:
     user_empty = request([{"role": "user", "content": ""}])
     assert request_diff(user_null, user_empty)
     assert fingerprint(user_null) != fingerprint(user_empty)
+
+
+# -- estimated usage, read back through the store's readers ------------------------------------
+
+
+@pytest.mark.parametrize("quirks", [["no_stream_usage"]])
+async def test_estimated_usage_is_stored_and_shown_as_estimated(
+    server, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.add("It is sunny.")
+    db = tmp_path / "traces.duckdb"
+    store = TraceStore(db)
+    agent = Agent(
+        name="weather", instructions="Be brief.", model_settings=ModelSettings(stream=True)
+    )
+    result = await Runner.run(agent, "Weather?", model=model_for(server), store=store)
+    store.flush()
+    assert result.usage.estimated and result.usage.total_tokens > 0
+    events = events_of(store.run(result.run_id))
+    assert events[-1].kind == "run_finished" and events[-1].usage.estimated
+    assert main(["traces", "list", "--db", str(db)]) == 0
+    assert f"≈{result.usage.total_tokens}" in capsys.readouterr().out
+    assert main(["traces", "show", result.run_id, "--db", str(db)]) == 0
+    assert "(≈: estimated, the server reported none)" in capsys.readouterr().out

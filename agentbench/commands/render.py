@@ -61,6 +61,14 @@ def text_of(json_text: str | None, limit: int = 120) -> str:
     return clip(value if isinstance(value, str) else dumps(value), limit)
 
 
+def _tokens(run: RunRecord) -> int | str | None:
+    """A run's tokens; marked ≈ when some were estimated (the server reported no usage)."""
+    if run.input_tokens is None:
+        return None
+    total = (run.input_tokens or 0) + (run.output_tokens or 0)
+    return f"≈{total}" if run.usage_estimated else total
+
+
 def runs_table(runs: Sequence[RunRecord]) -> str:
     columns = ["RUN_ID", "STARTED (UTC)", "AGENT", "STATUS", "STOP", "LLM", "TOOLS", "TOKENS"]
     columns += ["MS", "INPUT"]
@@ -73,7 +81,7 @@ def runs_table(runs: Sequence[RunRecord]) -> str:
             r.stop_reason,
             r.llm_calls,
             r.tool_calls,
-            None if r.input_tokens is None else (r.input_tokens or 0) + (r.output_tokens or 0),
+            _tokens(r),
             None if r.duration_ms is None else round(r.duration_ms),
             text_of(r.input, 40),
         ]
@@ -116,6 +124,7 @@ def timeline(trace: RunTrace) -> str:
             f"  stop     {run.stop_reason} · {_count(run.llm_calls, 'llm call')} · "
             f"{_count(run.tool_calls, 'tool call')} · "
             f"tokens {run.input_tokens} in / {run.output_tokens} out"
+            + (" (≈: estimated, the server reported none)" if run.usage_estimated else "")
         )
     for child in trace.children:
         lines.append(f"  child    {child.run_id}  agent {child.agent}  {child.status}")
