@@ -109,6 +109,15 @@ async def server(quirks):
             await _open_models.pop().aclose()
 
 
+def weather_agent(settings: ModelSettings) -> Agent:
+    return Agent(
+        name="weather",
+        instructions="Answer weather questions. Use the tools.",
+        tools=[get_weather, convert],
+        model_settings=settings,
+    )
+
+
 def model_for(server: OpenAICompatibleServer, attempts: int = 4) -> OpenAIModel:
     model = OpenAIModel(
         "test-model",
@@ -133,13 +142,8 @@ async def test_weather_agent_with_two_tool_calls_completes_against_llama_cpp(
 ) -> None:
     looked_up.clear()
     server.add(*WEATHER_SCRIPT)
-    agent = Agent(
-        name="weather",
-        instructions="Answer weather questions. Use the tools.",
-        tools=[get_weather, convert],
-        # llama.cpp offers the model its tools only when tool_choice is sent.
-        model_settings=ModelSettings(stream=stream, tool_choice="auto"),
-    )
+    # llama.cpp offers the model its tools only when tool_choice is sent.
+    agent = weather_agent(ModelSettings(stream=stream, tool_choice="auto"))
     deltas: list[str] = []
     result = await Runner.run(
         agent,
@@ -387,12 +391,12 @@ async def test_a_rate_limit_or_gateway_answered_the_same_way_is_still_retried(
 
 @pytest.mark.parametrize("quirks", [[]])
 async def test_an_error_message_keeps_status_endpoint_and_first_line(server) -> None:
-    text = "Bad request: " + "x" * 300 + "\nTraceback (most recent call last):\n  more"
+    text = "Bad request: " + "q" * 300 + "\nTraceback (most recent call last):\n  more"
     server.add(RawBody(text, status=400, content_type="text/plain"))
     with pytest.raises(ModelError) as info:
         await model_for(server).complete(request([{"role": "user", "content": "x"}]))
     message = str(info.value)
-    assert f"HTTP 400 from {server.base_url}/chat/completions: Bad request: xxx" in message
+    assert f"HTTP 400 from {server.base_url}/chat/completions: Bad request: qqq" in message
     assert "Traceback" not in message and message.endswith("…")
     assert len(message) < 300
     assert info.value.body == text and info.value.status_code == 400
@@ -421,12 +425,7 @@ async def test_without_tool_choice_llama_cpp_offers_no_tools(server, stream) -> 
     # prompt, so the model writes its call as text and the run ends without a tool.
     looked_up.clear()
     server.add(*WEATHER_SCRIPT)
-    agent = Agent(
-        name="weather",
-        instructions="Answer weather questions. Use the tools.",
-        tools=[get_weather, convert],
-        model_settings=ModelSettings(stream=stream),
-    )
+    agent = weather_agent(ModelSettings(stream=stream))
     result = await Runner.run(agent, "How warm is it in Paris?", model=model_for(server))
     assert result.completed and looked_up == []
     assert result.output == 'functions.get_weather:\n{"city": "Paris"}'
