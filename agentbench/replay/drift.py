@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -119,6 +120,8 @@ def _normalize_message(message: Any) -> Any:
 def _textless_calls(message: dict[str, Any]) -> dict[str, Any]:
     """An assistant message with tool calls and no text, with `content: None` whichever way
     the text is missing (null, "" or absent); any other message as it is."""
+    if not isinstance(message, dict):
+        return message
     if message.get("role") != "assistant" or not message.get("tool_calls"):
         return message
     if "content" not in message or message["content"] == "":
@@ -157,27 +160,21 @@ class Fingerprinter:
         self._lead = 0  # whether the messages hashed last time began with a system message
         self._seen_size = 0  # how many messages (system message included) that was
 
-    def _part(self, value: Any) -> bytes:
+    def _part(self, value: Any, meaning: Callable[[Any], Any] | None = None) -> bytes:
+        """`value`'s digest, cached by object; `meaning` maps it to what is digested."""
         if not isinstance(value, dict | list):
             return self._scalar(value)
         hit = self._cache.get(id(value))
         if hit is not None and hit[0] is value:
             return hit[1]
-        digest = _digest(value)
+        digest = _digest(value if meaning is None else meaning(value))
         self._cache[id(value)] = (value, digest)
         return digest
 
     def _message(self, message: Any) -> bytes:
-        """A message's digest, as `_part`, but a tool-call message's missing text digested
-        one way (`_textless_calls`): recordings sent null where the runtime now sends ""."""
-        if not isinstance(message, dict):
-            return self._part(message)
-        hit = self._cache.get(id(message))
-        if hit is not None and hit[0] is message:
-            return hit[1]
-        digest = _digest(_textless_calls(message))
-        self._cache[id(message)] = (message, digest)
-        return digest
+        """A message's digest, a tool-call message's missing text digested one way
+        (`_textless_calls`): recordings sent null where the runtime now sends ""."""
+        return self._part(message, _textless_calls)
 
     def _scalar(self, value: Any) -> bytes:
         try:
