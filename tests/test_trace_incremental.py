@@ -303,3 +303,40 @@ json_values = st.recursive(
 def test_json_matches_the_full_walk_on_any_json(value: Any) -> None:
     redact = redactor()
     assert redact.json(value) == dumps(redact.value(value))
+
+
+def rerendered(contents: list[str]) -> Any:
+    """Requests whose system prompt is re-rendered with each of `contents` in turn, the rest
+    of the conversation shared from one request to the next (as the runner sends it)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hello"}]
+    for content in contents:
+        yield {"model": "m-1", "messages": [{"role": "system", "content": content}, *messages]}
+        messages.append({"role": "assistant", "content": "ok"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    base=text,
+    edits=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 8), text), max_size=6),
+)
+def test_a_rerendered_system_prompt_is_redacted_as_a_whole_one_is(
+    base: str, edits: list[tuple[int, int, str]]
+) -> None:
+    # Only the changed part of the prompt is read when the old one had nothing to mask: a
+    # change that brings a secret, or completes one with the text around it, is still seen.
+    contents = ["You help. " + base + " tokens"]
+    for at, cut, inserted in edits:
+        old = contents[-1]
+        at = min(at, len(old))
+        contents.append(old[:at] + inserted + old[at + cut :])
+    assert encode(rerendered(contents)) == encode(copy.deepcopy(list(rerendered(contents))))
+
+
+def test_a_change_that_completes_a_secret_key_is_redacted() -> None:
+    contents = [
+        'Call it as login({"pass": "x1", "tokens": 3}).',
+        'Call it as login({"pass": "x1", "token": "abc12345"}).',
+    ]
+    requests = list(rerendered(contents))
+    stored = encode(requests)
+    assert "abc12345" not in stored[-1][0]

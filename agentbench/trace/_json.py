@@ -58,5 +58,13 @@ def canonical(value: Any) -> bytes:
     return orjson.dumps(value, default=_fallback, option=_CANONICAL)
 
 
+def kept(value: Any) -> bytes:
+    """`canonical(value)` for bytes that are kept (a request's messages, for the next diff):
+    orjson's output holds a buffer of at least 4 KB (or up to twice its length), so it is
+    copied to its own size (0.3 µs for a message) rather than kept at 4 KB — the two messages
+    a step adds would cost 8 KB a step."""
+    return memoryview(canonical(value)).tobytes()
+
+
 def loads(text: str | bytes | None) -> Any:
     return None if text is None else orjson.loads(text)

@@ -5,7 +5,8 @@ hundreds of thousands of rows a second, so a batch of many runs costs little mor
 Eval results travel in the same batches (as durable as the runs they scored). A run that is
 already stored (ingested before a crash, recovered twice, imported again) is skipped by id:
 `runs.run_id` is the primary key, and a conflict switches to a slower path that filters the
-batch first, so the common case pays nothing for it.
+batch first, so the common case pays nothing for it. A long run's parts (rows it left in its
+journal while it ran) are read back and inserted one part at a time in the same transaction.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agentbench.trace.schema import TABLES, RunRows, RunStatus
+from agentbench.trace.schema import CHILD_TABLES, TABLES, RunRows, RunStatus
 
 _view_names = itertools.count()
+# `runs` first: a duplicate run id fails before the large tables are written.
+_RUNS = ("runs",)
 
 
 @dataclass(frozen=True)
@@ -35,13 +38,18 @@ def insert_rows(conn: duckdb.DuckDBPyConnection, rows: RunRows) -> Inserted:
     offered = tables["runs"].num_rows
     conn.execute("BEGIN")
     try:
+        skipped: pa.Array | None = None
         try:
-            _insert(conn, tables)
+            _insert(conn, tables, _RUNS)
         except duckdb.ConstraintException:
             conn.execute("ROLLBACK")
             conn.execute("BEGIN")
-            tables = _not_yet_stored(conn, tables)
-            _insert(conn, tables)
+            skipped = _stored_already(conn, tables["runs"])
+            tables = _without(tables, skipped)
+            _insert(conn, tables, _RUNS)
+        # A long run's parts before its last rows: the rows go in in the order they were made.
+        _insert_parts(conn, rows, skipped)
+        _insert(conn, tables, CHILD_TABLES)
         if rows.results:
             _insert_results(conn, rows.results_arrow())
         conn.execute("COMMIT")
@@ -52,9 +60,23 @@ def insert_rows(conn: duckdb.DuckDBPyConnection, rows: RunRows) -> Inserted:
     return Inserted(runs=stored, skipped=offered - stored)
 
 
-def _insert(conn: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table]) -> None:
-    # `runs` first: a duplicate run id fails before the large tables are written.
-    for name in TABLES:
+def _insert_parts(
+    conn: duckdb.DuckDBPyConnection, rows: RunRows, skipped: pa.Array | None
+) -> None:
+    """The rows long runs left in their journal, one part at a time (so a long run is never
+    all in memory at once), in the same transaction; none of a run already stored."""
+    for load in rows.parts:
+        part = load()
+        tables = {name: part.arrow(name) for name in CHILD_TABLES}
+        if skipped is not None:
+            tables = _without(tables, skipped)
+        _insert(conn, tables, CHILD_TABLES)
+
+
+def _insert(
+    conn: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table], names: tuple[str, ...]
+) -> None:
+    for name in names:
         table = tables[name]
         if table.num_rows == 0:
             continue
@@ -83,14 +105,16 @@ def _one_row_per_run(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     return {**tables, "runs": runs.take(pa.array(keep, pa.int64()))}
 
 
-def _not_yet_stored(
-    conn: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table]
-) -> dict[str, pa.Table]:
-    ids = tables["runs"].column("run_id").to_pylist()
+def _stored_already(conn: duckdb.DuckDBPyConnection, runs: pa.Table) -> pa.Array:
+    """The ids among `runs` that the store already has."""
+    ids = runs.column("run_id").to_pylist()
     found = conn.execute(
         "SELECT run_id FROM runs WHERE list_contains($ids, run_id)", {"ids": ids}
     ).fetchall()
-    stored = pa.array([row[0] for row in found], pa.string())
+    return pa.array([row[0] for row in found], pa.string())
+
+
+def _without(tables: dict[str, pa.Table], stored: pa.Array) -> dict[str, pa.Table]:
     return {
         name: table.filter(pc.invert(pc.is_in(table.column("run_id"), value_set=stored)))
         for name, table in tables.items()

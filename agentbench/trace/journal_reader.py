@@ -1,7 +1,10 @@
 """Reading a journal's lines back into rows, line by line, keeping every good line.
 
 A journal line is a JSON object: `{"start": row}` when a run starts, `{"run": {table: rows}}`
-when it finishes (or eval results are kept). Each line is checked on its own — valid JSON, a
+when it finishes (or eval results are kept), and for a long run `{"part": {table: rows}}`
+lines in between with rows it has finished (they count only once its `run` line is there:
+a run that never finished is stored as `incomplete`, as one without parts is). Each line is
+checked on its own — valid JSON, a
 known record, timestamps that parse, every column of the stored type, no required column
 missing — so one damaged line (a bad timestamp, a start record without a run id, garbage from
 a disk error) costs that line only; the problems are listed with their line numbers. A torn
@@ -17,7 +20,13 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from agentbench.trace.schema import ARROW_SCHEMAS, RESULTS_SCHEMA, TIMESTAMP_COLUMNS, RunRows
+from agentbench.trace.schema import (
+    ARROW_SCHEMAS,
+    CHILD_TABLES,
+    RESULTS_SCHEMA,
+    TIMESTAMP_COLUMNS,
+    RunRows,
+)
 
 _SCHEMAS = {**ARROW_SCHEMAS, "results": RESULTS_SCHEMA}
 # What a line that is wrong can raise on its way to Arrow: nothing else is the line's fault.
@@ -50,6 +59,7 @@ def parse_journal(data: bytes) -> ParsedJournal:
             parsed.problems.append(f"line {len(lines) + 1}: {_preview(tail)} is not a record")
     started: dict[str, dict[str, Any]] = {}
     finished: set[str] = set()
+    parts: list[RunRows] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -63,13 +73,30 @@ def parse_journal(data: bytes) -> ParsedJournal:
             continue
         if kind == "start":
             started[rows.runs[0]["run_id"]] = rows.runs[0]
+        elif kind == "part":
+            parts.append(rows)
         else:
             finished.update(row["run_id"] for row in rows.runs)
             parsed.rows.extend(rows)
+    for rows in parts:  # a run's parts, if the run finished
+        for name in CHILD_TABLES:
+            parsed.rows.table(name).extend(r for r in rows.table(name) if r["run_id"] in finished)
     incomplete = [row for run_id, row in started.items() if run_id not in finished]
     parsed.rows.runs.extend(incomplete)
     parsed.finished, parsed.incomplete = len(finished), len(incomplete)
     return parsed
+
+
+def parse_part(line: bytes) -> RunRows:
+    """The rows of a `part` line this process wrote, read back to be stored: rows its own
+    recorder made, so they are not checked column by column as a dead process's are."""
+    record = orjson.loads(line)
+    body = record.get("part") if isinstance(record, dict) else None
+    if not isinstance(body, dict) or not set(body) <= set(CHILD_TABLES):
+        raise ValueError(f"expected a part record, found {_preview(line)}")
+    return RunRows.from_dict(
+        {name: [_decoded(name, row) for row in table] for name, table in body.items()}
+    )
 
 
 def _record(record: Any) -> tuple[str, RunRows]:
@@ -81,9 +108,10 @@ def _record(record: Any) -> tuple[str, RunRows]:
         if not isinstance(body, dict) or not isinstance(body.get("run_id"), str):
             raise ValueError("a start record without a run_id")
         rows = RunRows(runs=[_decoded("runs", body)])
-    elif kind == "run":
-        if not isinstance(body, dict) or not set(body) <= set(_SCHEMAS):
-            raise ValueError(f"a run record with unknown tables: {sorted(body)[:5]}")
+    elif kind in ("run", "part"):
+        tables = _SCHEMAS if kind == "run" else CHILD_TABLES
+        if not isinstance(body, dict) or not set(body) <= set(tables):
+            raise ValueError(f"a {kind} record with unknown tables: {sorted(body)[:5]}")
         rows = RunRows.from_dict(
             {name: [_decoded(name, row) for row in table] for name, table in body.items()}
         )

@@ -5,6 +5,8 @@ one recorder can follow any number of interleaved runs — a conversation's hand
 arrive through the same hooks. Rows are redacted as they are built, so nothing unredacted
 ever leaves it. When a run starts its sink is told (a cheap, durable marker, so a crash
 shows the run as `incomplete`); when it finishes the sink gets all of the run's rows at once.
+A long run's finished rows go to a sink that takes parts (`run_part`: the store journals them)
+every `SPILL_ROWS` rows, so the recorder holds a part of a run, not all of it.
 
 Mapping: run_started/run_finished → `runs`; model_request + model_response → `llm_calls`;
 tool_started + tool_finished, and tool_call_rejected → `tool_calls`; context_changed →
@@ -31,16 +33,19 @@ from agentbench.trace.code_version import code_version as current_code_version
 from agentbench.trace.redact import Redactor
 from agentbench.trace.redact_stream import redact_chunks
 from agentbench.trace.request_diff import RequestChain, encode_request
-from agentbench.trace.schema import RunRows, RunStatus, status_of
+from agentbench.trace.schema import CHILD_TABLES, RunRows, RunStatus, status_of
 
 log = logging.getLogger("agentbench.trace")
 
 # Fields every event has; the rest of an unknown event is its payload.
 _BASE_FIELDS = {"run_id", "seq", "ts", "agent", "kind", "step"}
+# Rows a run holds before its finished ones go to the sink as a part (about 250 steps).
+SPILL_ROWS = 512
 
 
 class RunSink(Protocol):
-    """Where a recorder delivers runs (a `TraceStore`, or a list in tests)."""
+    """Where a recorder delivers runs (a `TraceStore`, or a list in tests). A sink may also
+    take a long run's finished rows before it ends: `run_part(rows)`."""
 
     def run_started(self, row: dict[str, Any]) -> None: ...
 
@@ -65,6 +70,8 @@ class _RunTrace:
     waiting_llm: dict[str, dict[str, Any]] = field(default_factory=dict)  # by purpose
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # by call id
     text: dict[str, Any] | None = None  # deltas of the current model call, coalesced
+    # Rows already handed to the sink as parts, by table.
+    spilled: dict[str, int] = field(default_factory=dict)
 
 
 class TraceRecorder:
@@ -82,6 +89,7 @@ class TraceRecorder:
         self.redactor = redactor or Redactor()
         self.labels = labels or RunLabels()
         self._code_version = code_version
+        self._run_part: Callable[[RunRows], None] | None = getattr(sink, "run_part", None)
         self._runs: dict[str, _RunTrace] = {}
         self._handlers: dict[str, Callable[[_RunTrace, Any], None]] = {
             "model_request": self._model_request,
@@ -167,8 +175,8 @@ class TraceRecorder:
             finished_seq=event.seq,
             duration_ms=event.duration_ms,
             iterations=event.iterations,
-            llm_calls=len(trace.rows.llm_calls),
-            tool_calls=len(trace.rows.tool_calls),
+            llm_calls=len(trace.rows.llm_calls) + trace.spilled.get("llm_calls", 0),
+            tool_calls=len(trace.rows.tool_calls) + trace.spilled.get("tool_calls", 0),
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             usage_estimated=usage.estimated or None,
@@ -177,8 +185,24 @@ class TraceRecorder:
         trace.rows.tool_calls.sort(key=lambda row: row["seq"])
         self.sink.run_finished(trace.rows)
 
+    def _spill(self, trace: _RunTrace) -> None:
+        """Hand the run's finished rows to the sink as a part; keep those still waiting for
+        their response or result (they are updated when it comes)."""
+        waiting = {id(row) for row in (*trace.waiting_llm.values(), *trace.tools.values())}
+        part = RunRows()
+        for name in CHILD_TABLES:
+            rows = trace.rows.table(name)
+            part.table(name).extend(row for row in rows if id(row) not in waiting)
+            rows[:] = [row for row in rows if id(row) in waiting]
+            trace.spilled[name] = trace.spilled.get(name, 0) + len(part.table(name))
+        part.tool_calls.sort(key=lambda row: row["seq"])
+        if self._run_part is not None and not part.is_empty():
+            self._run_part(part)
+
     # -- model calls ---------------------------------------------------------------------
     def _model_request(self, trace: _RunTrace, event: Any) -> None:
+        if self._run_part is not None and trace.rows.row_count() >= SPILL_ROWS:
+            self._spill(trace)
         purpose = getattr(event, "purpose", "agent")
         encoded, trace.chains[purpose] = encode_request(
             trace.chains.get(purpose), event.request, self.redactor

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import logging
 import os
 import random
@@ -33,8 +34,9 @@ from agentbench.trace import database
 from agentbench.trace.database import WaitNotice, opened
 from agentbench.trace.errors import StoreBusyError
 from agentbench.trace.ingest import insert_rows
+from agentbench.trace.journal_reader import parse_part
 from agentbench.trace.migrations import migrate
-from agentbench.trace.schema import RunRows
+from agentbench.trace.schema import CHILD_TABLES, RunRows
 from agentbench.trace.spool import Journal, Recovered, recover, spool_dir
 
 log = logging.getLogger("agentbench.trace")
@@ -165,6 +167,8 @@ class Recording:
         self.wake = threading.Condition(self.lock)
         self.journal = Journal(spool_dir(self.db_path), fsync=self.fsync)
         self.open_runs: dict[str, dict[str, Any]] = {}
+        # Where the parts of open runs are in the journal (their rows are not held here).
+        self.spilled: dict[str, list[tuple[int, int]]] = {}
         self.pending: list[RunRows] = []
         self.in_flight: list[RunRows] = []  # taken for a batch, not yet committed
         self.more_dead = False  # dead journals left over by the last batch
@@ -185,6 +189,15 @@ class Recording:
             self.journal.append({"start": row})
             self.open_runs[row["run_id"]] = row
 
+    def run_part(self, rows: RunRows) -> None:
+        """Rows a long run has finished, before it ends: journaled (durable, and counted
+        once the run's own line follows), then held only as where they are in the journal."""
+        self._check_fork()
+        run_id = next(row["run_id"] for name in CHILD_TABLES for row in rows.table(name))
+        with self.lock:
+            where = self.journal.append({"part": rows.as_dict()})
+            self.spilled.setdefault(run_id, []).append(where)
+
     def run_finished(self, rows: RunRows) -> None:
         self._check_fork()
         _live.add(self)
@@ -192,6 +205,8 @@ class Recording:
             self.journal.append({"run": rows.as_dict()})
             for run in rows.runs:
                 self.open_runs.pop(run["run_id"], None)
+                for at, length in self.spilled.pop(run["run_id"], ()):
+                    rows.parts.append(functools.partial(self._read_part, at, length))
             self.pending.append(rows)
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(
@@ -242,9 +257,15 @@ class Recording:
         with self.lock:
             self.in_flight = []
 
+    def _read_part(self, at: int, length: int) -> RunRows:
+        with self.lock:  # the journal is not rotated meanwhile: this part's run is pending
+            line = self.journal.read_line(at, length)
+        return parse_part(line)
+
     def _maybe_rotate(self) -> None:
-        """Keep the journal small: once its finished runs are stored, only open runs matter."""
-        if self.pending or self.in_flight or self.journal.size == 0:
+        """Keep the journal small: once its finished runs are stored, only open runs matter
+        (and not at all while an open run has parts in it: they are its only copy)."""
+        if self.pending or self.in_flight or self.spilled or self.journal.size == 0:
             return
         if self.open_runs and self.journal.size < _ROTATE_BYTES:
             return
@@ -333,7 +354,7 @@ class Recording:
         with self.lock:
             # Only what is committed may go: a run taken for a batch that never committed
             # (whatever went wrong) keeps the journal, and the next process stores it.
-            keep_journal = bool(self.pending or self.in_flight or self.open_runs)
+            keep_journal = bool(self.pending or self.in_flight or self.open_runs or self.spilled)
             self.journal.close(delete=not keep_journal)
             self.thread = None
             self.closing = False

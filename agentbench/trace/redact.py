@@ -84,6 +84,9 @@ _CACHED_TEXT_CHARS = 4_096
 _TEXT_CACHE_ENTRIES = 4_096
 _KEY_CACHE_ENTRIES = 65_536
 _key_caches: dict[tuple[str, ...], dict[str, bool]] = {}  # by `RedactionRules.keys`
+_env_name_caches: dict[tuple[str, ...], dict[bytes, bool]] = {}  # likewise, names as bytes
+_COMPILED_ENTRIES = 64
+_compiled_rules: dict[tuple[Any, frozenset[str]], _CompiledRules] = {}
 _rule_words: dict[tuple[str, ...], frozenset[tuple[str, ...]]] = {}  # likewise
 _WORD_CHARS = frozenset(string.ascii_lowercase + string.digits)  # what `_WORD_SPLIT` keeps
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -164,36 +167,48 @@ class Redactor:
         if self._key_rules is None:
             words = (key_words(k) for k in self.rules.keys)
             self._key_rules = _rule_words[self.rules.keys] = frozenset(w for w in words if w)
-        # A secret key ends with a rule's words, so its text holds the rule's last word: where
-        # none occurs (most strings, most of a large document), no key can be secret.
-        self._hints = tuple(sorted({words[-1] for words in self._key_rules}))
-        self._hint_pattern = re.compile(
-            "|".join(map(re.escape, self._hints)) or r"(?!)", re.IGNORECASE
-        )
         # Shared by every redactor with these key rules: one is built per run, and each reads
         # the environment's names through it.
         self._key_cache = _key_caches.setdefault(self.rules.keys, {})
         values = set(self.rules.secret_values)
         if self.rules.mask_environment:
-            env = os.environ if self.environ is None else self.environ
-            values.update(v for k, v in env.items() if self.is_secret_key(k))
-        literal = sorted((v for v in values if len(v) >= _MIN_ENV_SECRET_CHARS), key=len)
-        self._literals = tuple(reversed(literal))  # longest first
-        self._secrets = _one_pattern(
-            [re.escape(v) for v in self._literals], list(self.rules.patterns)
-        )
-        triggers = [_DEFAULT_TRIGGERS.get(p) for p in self.rules.patterns]
-        known = (*literal, *(t for group in triggers if group for t in group))
-        # None: a pattern we know nothing about, so the full regex always runs.
-        self._triggers = (
-            re.compile("|".join(re.escape(t) for t in known)) if all(triggers) and known else None
-        )
+            values.update(self._environment_secrets())
+        # What the rules and secret values compile to is shared too: a run's recorder builds
+        # its redactor at the start of every run, and compiling is most of what that costs.
+        key = (self.rules, frozenset(values))
+        compiled = _compiled_rules.get(key)
+        if compiled is None:
+            if len(_compiled_rules) >= _COMPILED_ENTRIES:
+                _compiled_rules.clear()
+            compiled = _compiled_rules[key] = _compile(self.rules, self._key_rules, values)
+        self._hints = compiled.hints
+        self._hint_pattern = compiled.hint_pattern
+        self._literals = compiled.literals
+        self._secrets = compiled.secrets
+        self._triggers = compiled.triggers
+        self._scannable = compiled.scannable
+        self._reach = compiled.reach
         self._texts: dict[str, str] = {}  # the same strings recur across a run's events
-        # `clean` reads JSON text, where `"`, `\\` and control characters are escaped: a known
-        # secret holding one might not be found there verbatim, so then it never answers yes.
-        self._scannable = not any(_JSON_ESCAPED.search(v) for v in self._literals) and (
-            self._triggers is not None or (not self.rules.patterns and not self._literals)
-        )
+
+    def _environment_secrets(self) -> list[str]:
+        """Values of the environment variables whose names are secret."""
+        env = os.environ if self.environ is None else self.environ
+        data = getattr(env, "_data", None) if env is os.environ and os.name == "posix" else None
+        if not isinstance(data, dict):
+            return [v for k, v in env.items() if self.is_secret_key(k)]
+        # os.environ's own bytes: going through the mapping decodes every name and value in
+        # Python, which costs more than all the rest of building a redactor.
+        names = _env_name_caches.setdefault(self.rules.keys, {})
+        found = []
+        for name, value in data.items():
+            secret = names.get(name)
+            if secret is None:
+                if len(names) >= _KEY_CACHE_ENTRIES:
+                    names.clear()
+                secret = names[name] = self.is_secret_key(os.fsdecode(name))
+            if secret:
+                found.append(os.fsdecode(value))
+        return found
 
     def is_secret_key(self, key: str) -> bool:
         known = self._key_cache.get(key)
@@ -242,6 +257,21 @@ class Redactor:
         if any(mark in text for mark in _ELLIPSES):
             return False
         return not _ends_a_word(text.lower(), self._hints)
+
+    def clean_change(self, text: str, start: int, end: int) -> bool:
+        """`clean` for a string that is one `clean` said yes to (inside its JSON document)
+        with only `text[start:end]` changed — a re-rendered system prompt: only the change
+        and as much around it as any test reads is looked at. Every test needs a literal, a
+        mark or a hint and the character after it inside the string; one that lies wholly
+        outside the change was in the old string too, and the old string had none."""
+        if not self._scannable:
+            return False
+        window = text[max(0, start - self._reach) : end + self._reach]
+        if self._triggers is not None and self._triggers.search(window) is not None:
+            return False
+        if any(mark in window for mark in _ELLIPSES):
+            return False
+        return not _ends_a_word(window.lower(), self._hints)
 
     def json(self, value: Any) -> str:
         """`value` redacted, as compact JSON text: the same text as dumping `self.value(value)`.
@@ -459,6 +489,44 @@ class Redactor:
             whole = match.group(0)
             return whole[: start - offset] + self.rules.mask + whole[end - offset :]
         return self.rules.mask
+
+
+@dataclass(frozen=True)
+class _CompiledRules:
+    """What a `Redactor` compiles from its rules and the secret values it knows."""
+
+    hints: tuple[str, ...]
+    hint_pattern: re.Pattern[str]
+    literals: tuple[str, ...]  # longest first
+    secrets: re.Pattern[str]
+    triggers: re.Pattern[str] | None
+    scannable: bool
+    reach: int  # the longest text one of `clean`'s tests reads past a position
+
+
+def _compile(
+    rules: RedactionRules, key_rules: frozenset[tuple[str, ...]], values: set[str]
+) -> _CompiledRules:
+    # A secret key ends with a rule's words, so its text holds the rule's last word: where
+    # none occurs (most strings, most of a large document), no key can be secret.
+    hints = tuple(sorted({words[-1] for words in key_rules}))
+    hint_pattern = re.compile("|".join(map(re.escape, hints)) or r"(?!)", re.IGNORECASE)
+    literal = sorted((v for v in values if len(v) >= _MIN_ENV_SECRET_CHARS), key=len)
+    literals = tuple(reversed(literal))  # longest first
+    secrets = _one_pattern([re.escape(v) for v in literals], list(rules.patterns))
+    groups = [_DEFAULT_TRIGGERS.get(p) for p in rules.patterns]
+    known = (*literal, *(t for group in groups if group for t in group))
+    # None: a pattern we know nothing about, so the full regex always runs.
+    triggers = re.compile("|".join(re.escape(t) for t in known)) if all(groups) and known else None
+    # `clean` reads JSON text, where `"`, `\\` and control characters are escaped: a known
+    # secret holding one might not be found there verbatim, so then it never answers yes.
+    scannable = not any(_JSON_ESCAPED.search(v) for v in literals) and (
+        triggers is not None or (not rules.patterns and not literals)
+    )
+    # A hint is read with the character after it; a trigger or a cut mark whole.
+    reach = max((len(t) for t in (*known, *_ELLIPSES)), default=0)
+    reach = max(reach, *(len(h) + 1 for h in hints)) if hints else reach
+    return _CompiledRules(hints, hint_pattern, literals, secrets, triggers, scannable, reach)
 
 
 def _ends_a_word(lowered: str, hints: tuple[str, ...]) -> bool:

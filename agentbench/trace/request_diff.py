@@ -27,7 +27,7 @@ from operator import is_not, ne
 from typing import Any
 
 from agentbench.runtime.message_view import MessageView
-from agentbench.trace._json import canonical
+from agentbench.trace._json import canonical, kept
 from agentbench.trace.redact import Redactor
 
 # A message is stored as an edit of the previous one at its place when that keeps at least
@@ -131,7 +131,7 @@ def encode_request(
     previous = chain or RequestChain()
     sent = request.get("messages")
     view = sent if isinstance(sent, MessageView) else None
-    raw_messages = list(sent or [])
+    raw_messages = view.as_list() if view is not None else list(sent or [])
     builder = _MessagesDiff(previous, raw_messages, redactor, view)
     builder.build()
 
@@ -309,6 +309,11 @@ class _MessagesDiff:
             parts[index] = part
         for message in raw[shared:]:
             part, snapshot = self._encoded(message, moved)
+            if self.trusted and snapshot is not message and snapshot == message:
+                # A message the runtime's conversation gained: it never changes once sent
+                # (see `MessageView`), so it is its own copy and the run's messages are not
+                # held twice.
+                snapshot = message
             parts.append(part)
             snapshots.append(snapshot)
         self.snapshots = snapshots
@@ -322,7 +327,7 @@ class _MessagesDiff:
             previous = self.previous
             if at is not None and previous.raw[at] is message and previous.snapshots[at] == message:
                 return previous.parts[at], previous.snapshots[at]
-        return canonical(message), _snapshot(message)
+        return kept(message), _snapshot(message)
 
     def build(self) -> None:
         old = self.previous.parts
@@ -354,17 +359,25 @@ class _MessagesDiff:
 
     def _new_message(self, index: int, expect: int) -> int:
         snapshot = self.snapshots[index]
-        if type(snapshot) is not _Opaque and self.redactor.clean(self.parts[index]):
+        previous = self.previous
+        base = previous.messages[expect] if expect < len(previous.messages) else None
+        # The previous message at this place, stored as its own copy (nothing was redacted
+        # in it): if only its content changed, redaction need only read the change.
+        change = None
+        if base is not None and base is previous.snapshots[expect]:
+            change = _content_change(base, snapshot)
+        if type(snapshot) is not _Opaque and self._clean(index, snapshot, change):
             # Nothing in it to redact: what redaction would build is its copy, and its stored
             # bytes are its raw bytes. (The copy is never changed: both only get read.)
             redacted = snapshot
             self.stored_parts.append(self.parts[index])
         else:
             redacted = self.redactor.value(self.raw[index])
-            self.stored_parts.append(canonical(redacted))
+            self.stored_parts.append(kept(redacted))
+        if base is not None and (change is None or redacted is not snapshot):
+            change = _content_change(base, redacted)
         self.messages.append(redacted)
-        base = self.previous.messages[expect] if expect < len(self.previous.messages) else None
-        edit = _edit(base, redacted)
+        edit = None if change is None else _edit(redacted, *change)
         if edit is not None:
             self.ops.append(["edit", expect, *edit])
             self.reused += 1
@@ -376,6 +389,12 @@ class _MessagesDiff:
         else:
             self.ops.append(["add", [redacted]])
         return expect
+
+    def _clean(self, index: int, snapshot: Any, change: tuple[int, int] | None) -> bool:
+        if change is None:
+            return self.redactor.clean(self.parts[index])
+        text = snapshot["content"]
+        return self.redactor.clean_change(text, change[0], len(text) - change[1])
 
 
 def _moved_index(
@@ -435,8 +454,8 @@ def _run_length(new: list[bytes], i: int, old: list[bytes], at: int) -> int:
     return low
 
 
-def _edit(base: Any, new: Any) -> tuple[int, int, str] | None:
-    """(prefix kept, suffix kept, middle) turning `base`'s content into `new`'s, if it pays."""
+def _content_change(base: Any, new: Any) -> tuple[int, int] | None:
+    """(common prefix, common suffix) of two messages' contents when nothing else differs."""
     if not (isinstance(base, dict) and isinstance(new, dict)) or base.keys() != new.keys():
         return None
     old_text, new_text = base.get("content"), new.get("content")
@@ -446,10 +465,16 @@ def _edit(base: Any, new: Any) -> tuple[int, int, str] | None:
         return None
     prefix = _common_prefix(old_text, new_text)
     limit = min(len(old_text), len(new_text)) - prefix
-    suffix = _common_suffix(old_text, new_text, limit)
+    return prefix, _common_suffix(old_text, new_text, limit)
+
+
+def _edit(new: dict[str, Any], prefix: int, suffix: int) -> tuple[int, int, str] | None:
+    """(prefix kept, suffix kept, middle) turning the previous message's content into
+    `new`'s (see `_content_change`), if it pays."""
     if prefix + suffix < _MIN_EDIT_SAVING and new.get("role") != "system":
         return None
-    return prefix, suffix, new_text[prefix : len(new_text) - suffix]
+    text = new["content"]
+    return prefix, suffix, text[prefix : len(text) - suffix]
 
 
 def _edited(base: dict[str, Any], prefix: int, suffix: int, middle: str) -> dict[str, Any]:
@@ -460,11 +485,13 @@ def _edited(base: dict[str, Any], prefix: int, suffix: int, middle: str) -> dict
 
 
 def _common_prefix(a: str, b: str) -> int:
-    """Length of the common prefix, by binary search over slice comparisons (C speed)."""
+    """Length of the common prefix, by binary search over slice comparisons (C speed). The
+    first `low` characters are known equal, so each step compares only the half after them:
+    the whole search reads each character about twice, not once per step."""
     low, high = 0, min(len(a), len(b))
     while low < high:
         mid = (low + high + 1) // 2
-        if a[:mid] == b[:mid]:
+        if b.startswith(a[low:mid], low):
             low = mid
         else:
             high = mid - 1
@@ -472,10 +499,12 @@ def _common_prefix(a: str, b: str) -> int:
 
 
 def _common_suffix(a: str, b: str, limit: int) -> int:
+    """Length of the common suffix, at most `limit` (likewise)."""
     low, high = 0, max(0, limit)
+    end_a, end_b = len(a), len(b)
     while low < high:
         mid = (low + high + 1) // 2
-        if a[len(a) - mid :] == b[len(b) - mid :]:
+        if b.startswith(a[end_a - mid : end_a - low], end_b - mid):
             low = mid
         else:
             high = mid - 1

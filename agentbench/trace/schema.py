@@ -15,8 +15,10 @@ from __future__ import annotations
 import enum
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Annotated, Any, ClassVar, Union, get_args, get_origin
 
 import pyarrow as pa
@@ -182,8 +184,10 @@ RECORDS: dict[str, type[TraceRecord]] = {
     r.table: r for r in (RunRecord, LlmCallRecord, ToolCallRecord, ContextDiffRecord, EventRecord)
 }
 TABLES: tuple[str, ...] = tuple(RECORDS)
+# A run's own rows, in the tables other than `runs` (what a long run's parts hold).
+CHILD_TABLES: tuple[str, ...] = TABLES[1:]
 # Child tables before `runs`: a run row is what marks a run as stored.
-INSERT_ORDER: tuple[str, ...] = (*TABLES[1:], TABLES[0])
+INSERT_ORDER: tuple[str, ...] = (*CHILD_TABLES, TABLES[0])
 
 
 _ARROW_TYPES: dict[Any, pa.DataType] = {
@@ -255,7 +259,8 @@ TIMESTAMP_COLUMNS["results"] = ("recorded_at",)
 @dataclass
 class RunRows:
     """Rows of one or more runs, by table, as plain dicts (the recorder's output), and any
-    eval results that travel with them."""
+    eval results that travel with them. `parts`: more rows of these runs that are not held
+    here but kept in a journal (a long run's), each read back when it is stored."""
 
     runs: list[dict[str, Any]] = field(default_factory=list)
     llm_calls: list[dict[str, Any]] = field(default_factory=list)
@@ -263,17 +268,23 @@ class RunRows:
     context_diffs: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)
+    parts: list[Callable[[], RunRows]] = field(default_factory=list)
 
     def table(self, name: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = getattr(self, name)
         return rows
 
     def is_empty(self) -> bool:
-        return not any(self.table(name) for name in _WITH_RESULTS)
+        return not self.parts and not any(self.table(name) for name in _WITH_RESULTS)
 
     def extend(self, other: RunRows) -> None:
         for name in _WITH_RESULTS:
             self.table(name).extend(other.table(name))
+        self.parts.extend(other.parts)
+
+    def row_count(self) -> int:
+        """Rows held here (not counting `parts`)."""
+        return sum(len(self.table(name)) for name in _WITH_RESULTS)
 
     def as_dict(self) -> dict[str, list[dict[str, Any]]]:
         return {name: self.table(name) for name in _WITH_RESULTS if self.table(name)}
@@ -286,16 +297,36 @@ class RunRows:
         return rows
 
     def results_arrow(self) -> pa.Table:
-        columns = {f.name: [row.get(f.name) for row in self.results] for f in RESULTS_SCHEMA}
-        return pa.Table.from_pydict(columns, schema=RESULTS_SCHEMA)
+        return _arrow_table(self.results, RESULTS_SCHEMA)
 
     def arrow(self, name: str) -> pa.Table:
         """One table's rows as an Arrow table with the stored schema."""
-        schema = ARROW_SCHEMAS[name]
-        rows = self.table(name)
-        # .get: journals written by an older version lack the columns added since
-        columns = {f.name: [row.get(f.name) for row in rows] for f in schema}
-        return pa.Table.from_pydict(columns, schema=schema)
+        return _arrow_table(self.table(name), ARROW_SCHEMAS[name])
+
+
+# A batch's Arrow tables live only until DuckDB has copied them. Arrow's default allocator
+# (jemalloc) keeps what they freed for itself, so every batch would leave the process ~7 KB a
+# recorded step larger; the system allocator gives large blocks back at once.
+_BATCH_POOL = pa.system_memory_pool()
+
+
+def _arrow_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Rows as columns: one `itemgetter` call a row and one `zip` turn them into columns in C
+    (a comprehension per column costs more than converting the columns to Arrow)."""
+    if not rows:
+        return schema.empty_table()
+    columns: list[Any]
+    try:
+        if len(schema) < 2:  # itemgetter of one name gives the value, not a tuple
+            raise KeyError(schema.names)
+        columns = list(zip(*map(itemgetter(*schema.names), rows), strict=True))
+    except KeyError:  # journals written by an older version lack the columns added since
+        columns = [[row.get(name) for row in rows] for name in schema.names]
+    arrays = [
+        pa.array(column, type=f.type, memory_pool=_BATCH_POOL)
+        for column, f in zip(columns, schema, strict=True)
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 class RunTrace(BaseModel):

@@ -2,8 +2,11 @@
 
 A run is durable the moment its line is in the journal: a start marker when it starts, all of
 its rows when it finishes (one line, written with one `write`, so a torn last line from a
-`kill -9` is simply ignored). Rows reach DuckDB later, in batches, whenever this process gets
-the store's write lock; until then, and after a crash, the journal is the truth.
+`kill -9` is simply ignored). A long run also writes `part` lines of rows it has finished as it
+goes, so the process holds where they are rather than the rows; they count once its finishing
+line is there, and the journal is not rotated while an open run has parts in it. Rows reach
+DuckDB later, in batches, whenever this process gets the store's write lock; until then, and
+after a crash, the journal is the truth.
 
 A journal is owned by its process through an exclusive `flock`, which the kernel releases
 when the process dies, however it dies. So any process that can lock a journal knows its
@@ -78,14 +81,26 @@ class Journal:
         self._fd: int | None = None
         self.size = 0
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: dict[str, Any]) -> tuple[int, int]:
+        """Write one line (durable once this returns); where it is in this segment."""
         if self._fd is None:
             self._fd, self.path = self._create()
         line = orjson.dumps(record) + b"\n"
         _write_all(self._fd, line)
         if self.fsync:
             os.fsync(self._fd)
+        at = self.size
         self.size += len(line)
+        return at, len(line)
+
+    def read_line(self, at: int, length: int) -> bytes:
+        """A line this segment holds (see `append`), read back."""
+        if self._fd is None:
+            raise JournalError(f"journal {self.path} is closed: its lines cannot be read back")
+        data = os.pread(self._fd, length, at)
+        if len(data) != length:
+            raise JournalError(f"journal {self.path} is shorter than a line it was given")
+        return data
 
     def rotate(self, keep: list[dict[str, Any]]) -> None:
         """Start a new segment holding only `keep` (open runs' markers); drop the old one."""
@@ -110,7 +125,7 @@ class Journal:
         temp = self.directory / f"{_TEMP_PREFIX}{name}"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+            fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         except OSError as exc:
             reason = exc.strerror or str(exc)
             if isinstance(exc, FileExistsError | NotADirectoryError):

@@ -96,6 +96,9 @@ class TraceStore:
     def run_started(self, row: dict[str, Any]) -> None:
         self._recorder_side().run_started(row)
 
+    def run_part(self, rows: RunRows) -> None:
+        self._recorder_side().run_part(rows)
+
     def run_finished(self, rows: RunRows) -> None:
         self._recorder_side().run_finished(rows)
 
