@@ -18,6 +18,7 @@ from agentbench.commands.replay import diff, replay
 from agentbench.commands.report import report
 from agentbench.commands.run import run as run_command
 from agentbench.commands.schema import schema
+from agentbench.commands.serve import serve
 from agentbench.commands.traces import traces
 from agentbench.errors import AgentbenchError, UsageError
 
@@ -51,6 +52,7 @@ cli.add_command(diff)
 cli.add_command(promote)
 cli.add_command(schema)
 cli.add_command(report)
+cli.add_command(serve)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -183,6 +183,18 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE runs ADD COLUMN usage_estimated BOOLEAN;
         """,
     ),
+    Migration(
+        6,
+        "served requests are labelled",
+        # `agentbench serve`: each run of a request carries the HTTP request id, the client's
+        # conversation id and the agent reference served, so production traffic is found
+        # (`traces list --conversation`) and replayed without naming the agent again.
+        """
+        ALTER TABLE runs ADD COLUMN request_id VARCHAR;
+        ALTER TABLE runs ADD COLUMN conversation_id VARCHAR;
+        ALTER TABLE runs ADD COLUMN agent_ref VARCHAR;
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].id
 MARKER_TABLE = "schema_migrations"

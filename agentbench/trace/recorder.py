@@ -60,6 +60,11 @@ class RunLabels:
     case_id: str | None = None
     trial: int | None = None
     replay_of: str | None = None
+    # A served request (`agentbench serve`): its HTTP request id, the client's conversation
+    # id, and the agent reference that served it (what `agentbench replay RUN_ID` loads).
+    request_id: str | None = None
+    conversation_id: str | None = None
+    agent_ref: str | None = None
 
 
 @dataclass
@@ -140,6 +145,9 @@ class TraceRecorder:
             "case_id": self.labels.case_id,
             "trial": self.labels.trial,
             "replay_of": self.labels.replay_of,
+            "request_id": self.labels.request_id,
+            "conversation_id": self.labels.conversation_id,
+            "agent_ref": self.labels.agent_ref,
             "agent": event.agent,
             "model": None,
             "input": None,

@@ -106,6 +106,9 @@ class RunRecord(TraceRecord):
     replay_of: str | None = None  # the run this one replayed (agentbench replay)
     finished_seq: int | None = None  # seq of RunFinished
     usage_estimated: bool | None = None  # some tokens counted by us: the server reported none
+    request_id: str | None = None  # served runs (`agentbench serve`): the HTTP request id,
+    conversation_id: str | None = None  # the client's conversation id,
+    agent_ref: str | None = None  # and the module:attribute that served it
 
 
 class LlmCallRecord(TraceRecord):

@@ -87,10 +87,22 @@ class TraceStore:
         case_id: str | None = None,
         trial: int | None = None,
         replay_of: str | None = None,
+        request_id: str | None = None,
+        conversation_id: str | None = None,
+        agent_ref: str | None = None,
     ) -> LabelledStore:
-        """The same store, stamping evaluation (or replay) labels on the runs recorded."""
+        """The same store, stamping evaluation, replay or serving labels on the runs recorded."""
         return LabelledStore(
-            self, RunLabels(eval_id=eval_id, case_id=case_id, trial=trial, replay_of=replay_of)
+            self,
+            RunLabels(
+                eval_id=eval_id,
+                case_id=case_id,
+                trial=trial,
+                replay_of=replay_of,
+                request_id=request_id,
+                conversation_id=conversation_id,
+                agent_ref=agent_ref,
+            ),
         )
 
     def run_started(self, row: dict[str, Any]) -> None:

@@ -1,0 +1,206 @@
+"""`agentbench serve module:attribute`: agents behind an OpenAI-compatible API on uvicorn,
+every request a stored trace."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agentbench.commands.traces import open_store, store_options
+from agentbench.errors import UsageError
+from agentbench.loading import import_module, load_object
+from agentbench.trace.code_version import anchor
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  agentbench serve examples/served_desk.py:desk --port 8000
+  agentbench serve myapp.agents:router --concurrency 16 --api-key-env AGENTBENCH_SERVE_KEY
+  agentbench serve myapp.agents:triage --model gpt-4o-mini --base-url http://127.0.0.1:8080/v1
+""",
+)
+@click.argument("target")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    help="Port to listen on; 0 picks a free one (the address is printed).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Runs at once; more requests wait for a slot.",
+)
+@click.option(
+    "--queue",
+    type=click.IntRange(min=0),
+    default=64,
+    show_default=True,
+    help="Requests that may wait for a slot; past it: 429 with Retry-After.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds a request may take, waiting for its slot included.",
+)
+@click.option(
+    "--max-body",
+    "max_body",
+    type=click.IntRange(min=1),
+    default=1_000_000,
+    show_default=True,
+    help="Largest request body in bytes; larger: 413.",
+)
+@click.option(
+    "--drain",
+    "drain_s",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="On SIGTERM, seconds running requests get to finish before they are cancelled.",
+)
+@click.option(
+    "--api-key-env",
+    metavar="NAME",
+    help="Require 'Authorization: Bearer <key>' on every route but /healthz, the key read "
+    "from this environment variable.",
+)
+@click.option(
+    "--model",
+    help="Model name every served conversation runs on [default: each served agent's own].",
+)
+@click.option(
+    "--base-url", help="OpenAI-compatible endpoint for --model [default: OPENAI_BASE_URL]."
+)
+@store_options
+def serve(
+    target: str,
+    host: str,
+    port: int,
+    concurrency: int,
+    queue: int,
+    timeout_s: float,
+    max_body: int,
+    drain_s: float,
+    api_key_env: str | None,
+    model: str | None,
+    base_url: str | None,
+    db: Path | None,
+    wait_s: float,
+) -> None:
+    """Serve the agent(s) at TARGET (module:attribute — an agent, a router, or a list or dict
+    of agents) over HTTP: POST /v1/chat/completions (OpenAI-compatible, streaming too),
+    POST /v1/runs (202; GET, DELETE, /events as SSE), GET /v1/models, /healthz, /metrics.
+    Every request is recorded in the trace store with its request id, conversation id
+    (X-Conversation-Id or the `user` field) and code version."""
+    try:
+        import uvicorn
+
+        from agentbench.serve.app import create_app
+        from agentbench.serve.service import ServeSettings, Service, agent_refs, served_agents
+    except ImportError as exc:
+        raise UsageError(
+            f"agentbench serve needs the 'serve' extra ({exc.name} is missing): "
+            "pip install 'agentbench[serve]'"
+        ) from None
+    api_key = None
+    if api_key_env:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise UsageError(f"--api-key-env {api_key_env}: that environment variable is not set")
+    anchor(Path.cwd())  # the code version stamped on every trace is this checkout's
+    loaded = load_object(target, what="agent", search_path=Path.cwd())
+    agents = served_agents(loaded, target)
+    module = import_module(target.partition(":")[0], search_path=Path.cwd())
+    refs = agent_refs(target, loaded, agents, module)
+    chat_model = _default_model(model, base_url)
+    store = open_store(db, wait_s)
+    settings = ServeSettings(
+        concurrency=concurrency,
+        queue=queue,
+        timeout_s=timeout_s,
+        max_body_bytes=max_body,
+        drain_s=drain_s,
+        api_key=api_key,
+    )
+    service = Service(agents, settings=settings, model=chat_model, store=store, agent_refs=refs)
+    config = uvicorn.Config(
+        create_app(service),
+        host=host,
+        port=port,
+        log_level="info",
+        # A backstop only: the service answers and cancels what runs after --drain itself.
+        timeout_graceful_shutdown=round(drain_s) + 10,
+        access_log=True,
+    )
+    server = _server(config, service)
+    # Bound here, not by uvicorn, so --port 0 (any free port) can say which port it got.
+    sock = _listen(host, port)
+    click.echo(
+        f"serving {', '.join(sorted(agents))} on http://{host}:{sock.getsockname()[1]}/v1 "
+        f"(store {store.path}; concurrency {concurrency}, queue {queue})",
+        err=True,
+    )
+    server.run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
+    # and without it every response on a kept-alive connection waits ~40 ms for an ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    # Listening before the address is printed: a client that reads it may connect at once.
+    sock.listen(2048)
+    return sock
+
+
+def _server(config: Any, service: Any) -> Any:
+    """uvicorn's server, telling the service when a shutdown starts: new requests get 503 at
+    once, and the drain counts from the signal."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def serve(self, sockets: Any = None) -> None:
+            self._loop = asyncio.get_running_loop()
+            await super().serve(sockets=sockets)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # A signal handler: the service's drain starts in the loop, safely.
+            self._loop.call_soon_threadsafe(service.begin_shutdown)
+            super().handle_exit(sig, frame)
+
+    return Server(config)
+
+
+def _default_model(name: str | None, base_url: str | None) -> Any:
+    if not name:
+        if base_url:
+            raise UsageError("--base-url needs --model NAME")
+        return None
+    if not (base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
+        raise UsageError(
+            f"--model {name}: no endpoint (pass --base-url URL, or set OPENAI_BASE_URL, or "
+            "OPENAI_API_KEY for OpenAI's)"
+        )
+    from agentbench.runtime.openai_model import OpenAIModel
+
+    return OpenAIModel(name, base_url=base_url)

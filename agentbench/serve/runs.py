@@ -1,0 +1,264 @@
+"""Served runs: each request's agent conversation as a task the HTTP side can wait on,
+stream, cancel or look up later.
+
+A `ServedRun` keeps the events its conversation emitted (redacted, as JSON) so any number of
+subscribers — the chat stream of the request that started it, `GET /v1/runs/{id}/events`
+arriving late — see every event from the first, then the new ones as they happen. The store
+records the same events through its own hook, so what a client saw is what `agentbench
+traces show` shows. Finished runs are kept for a bounded number of lookups; after that
+`GET /v1/runs/{id}` answers from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from agentbench.runtime.agent import Agent
+from agentbench.runtime.models import ChatModel, Usage
+from agentbench.runtime.runner import Runner
+from agentbench.serve.admission import Ticket
+from agentbench.serve.chat import text_of
+from agentbench.trace.redact import Redactor
+
+
+@dataclass
+class ServedRun:
+    """One served conversation: its root run id, its progress, then its outcome."""
+
+    id: str
+    agent: str
+    request_id: str
+    conversation_id: str | None
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    status: str = "queued"  # queued → running → finished
+    stop_reason: str | None = None
+    output: Any = None
+    error: dict[str, Any] | None = None
+    usage: Usage = field(default_factory=Usage)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    run_seconds: float | None = None
+    # The conversation's events as emitted; turned into redacted JSON only when someone
+    # subscribes to them (most requests never do), once per event.
+    events: list[Any] = field(default_factory=list, repr=False)
+    _frames: dict[int, bytes] = field(default_factory=dict, repr=False)
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    @property
+    def done(self) -> bool:
+        return self.status == "finished"
+
+    @property
+    def text(self) -> str:
+        return text_of(self.output)
+
+    def add(self, event: Any) -> None:
+        self.events.append(event)
+        self._wake()
+
+    def frame(self, index: int, redactor: Redactor) -> bytes:
+        """Event `index` as redacted JSON (what `GET /v1/runs/{id}/events` sends)."""
+        data = self._frames.get(index)
+        if data is None:
+            event = self.events[index]
+            data = orjson.dumps(redactor.value(event.model_dump(mode="json")))
+            self._frames[index] = data
+        return data
+
+    def finish(self) -> None:
+        self.status = "finished"
+        self.finished_at = datetime.now(UTC)
+        self._wake()
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def events_from(self, index: int = 0) -> Any:
+        """(index, event) for every event from `index` on, waiting for new ones until the
+        run is finished."""
+        while True:
+            changed = self._changed
+            while index < len(self.events):
+                yield index, self.events[index]
+                index += 1
+            if self.done:
+                return
+            await changed.wait()
+
+    async def wait(self) -> None:
+        """Until the run is finished (without cancelling it if the waiter is cancelled)."""
+        while not self.done:
+            await self._changed.wait()
+
+    def cancel(self) -> bool:
+        """Cancel the run if it has not finished; its store still records it, `cancelled`."""
+        if self.done or self.task is None:
+            return False
+        return self.task.cancel()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "agent.run",
+            "agent": self.agent,
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "output": self.output if self.done else None,
+            "error": self.error,
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+            },
+            "request_id": self.request_id,
+            "conversation_id": self.conversation_id,
+            "created_at": self.created_at.isoformat(),
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "events": f"/v1/runs/{self.id}/events",
+        }
+
+
+@dataclass
+class Launch:
+    """What a run needs besides its agent: the model to use, where to store it."""
+
+    model: ChatModel | None
+    store: Any  # a RunStore (a labelled TraceStore), or None
+    timeout_s: float | None
+
+
+class RunRegistry:
+    """The served runs of this process: running ones always, the last `keep` finished ones."""
+
+    def __init__(self, keep: int = 1000, redactor: Redactor | None = None) -> None:
+        self.keep = keep
+        self.redactor = redactor or Redactor()
+        self._runs: dict[str, ServedRun] = {}
+        self._done: deque[str] = deque()  # finished run ids, oldest first
+        self.finished_callbacks: list[Any] = []
+
+    def get(self, run_id: str) -> ServedRun | None:
+        return self._runs.get(run_id)
+
+    @property
+    def active(self) -> list[ServedRun]:
+        return [run for run in self._runs.values() if not run.done]
+
+    def start(
+        self,
+        agent: Agent,
+        conversation: str | list[dict[str, Any]],
+        *,
+        ticket: Ticket,
+        launch: Launch,
+        context: dict[str, Any] | None = None,
+        request_id: str | None = None,
+        conversation_id: str | None = None,
+    ) -> ServedRun:
+        run = ServedRun(
+            id=f"run_{uuid.uuid4().hex}",
+            agent=agent.name,
+            request_id=request_id or f"req_{uuid.uuid4().hex[:16]}",
+            conversation_id=conversation_id,
+        )
+        self._runs[run.id] = run
+        run.task = asyncio.create_task(
+            self._drive(run, agent, conversation, context or {}, ticket, launch),
+            name=f"agentbench-serve-{run.id}",
+        )
+        return run
+
+    async def _drive(
+        self,
+        run: ServedRun,
+        agent: Agent,
+        conversation: str | list[dict[str, Any]],
+        context: dict[str, Any],
+        ticket: Ticket,
+        launch: Launch,
+    ) -> None:
+        started = 0.0
+        try:
+            async with ticket:
+                run.status = "running"
+                run.started_at = datetime.now(UTC)
+                started = time.perf_counter()
+                async with _deadline(launch.timeout_s):
+                    result = await Runner.run(
+                        agent,
+                        conversation,
+                        model=launch.model,
+                        context=context,
+                        hooks=[lambda event: self._observe(run, event)],
+                        store=launch.store,
+                        run_id=run.id,
+                    )
+            run.stop_reason = result.stop_reason.value
+            run.output = result.output
+            run.usage = sum((r.usage for r in result.runs or [result]), Usage())
+            if result.error is not None:
+                run.error = {"type": result.error.type, "message": result.error.message}
+        except TimeoutError:
+            run.stop_reason = "timeout"
+            run.error = {
+                "type": "timeout",
+                "message": f"the run took longer than the server's {launch.timeout_s:g} s limit",
+            }
+        except asyncio.CancelledError:
+            ticket.abandon()
+            run.stop_reason = "cancelled"
+            run.error = {"type": "cancelled", "message": "the run was cancelled"}
+        except Exception as exc:  # a bug in the agent's code or ours: reported, never lost
+            run.stop_reason = "error"
+            run.error = {"type": type(exc).__name__, "message": str(exc)}
+        finally:
+            ticket.abandon()
+            if started:
+                run.run_seconds = time.perf_counter() - started
+            run.finish()
+            self._finished(run)
+            for callback in self.finished_callbacks:
+                callback(run)
+
+    def _observe(self, run: ServedRun, event: Any) -> None:
+        run.add(event)
+
+    def _finished(self, run: ServedRun) -> None:
+        """Keep the last `keep` finished runs; older ones are answered from the store."""
+        self._done.append(run.id)
+        while len(self._done) > self.keep:
+            self._runs.pop(self._done.popleft(), None)
+
+    async def drain(self, seconds: float) -> int:
+        """Wait up to `seconds` for every active run, then cancel what is left (stored as
+        cancelled) and wait for those to finish recording. Returns how many were cancelled."""
+        active = self.active
+        if not active:
+            return 0
+        tasks = [run.task for run in active if run.task is not None]
+        _, pending = await asyncio.wait(tasks, timeout=seconds)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        return len(pending)
+
+
+@contextlib.asynccontextmanager
+async def _deadline(seconds: float | None) -> Any:
+    if seconds is None:
+        yield
+        return
+    async with asyncio.timeout(seconds):
+        yield

@@ -1,0 +1,137 @@
+"""`agentbench serve` as users start it, stopped with SIGTERM under load: running requests
+drain within the bound, the rest are cancelled, and every run is in the store."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from agentbench.trace import TraceStore
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENTS = "tests/fixtures/served_agents.py:desk"
+QUESTION = {"model": "desk", "messages": [{"role": "user", "content": "Where is A17?"}]}
+
+
+class Served:
+    """`agentbench serve` in a child process, on a free port."""
+
+    def __init__(self, db: Path, delay_s: float, *args: str) -> None:
+        env = {**os.environ, "AGENTBENCH_TEST_DELAY": str(delay_s)}
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agentbench",
+                "serve",
+                AGENTS,
+                "--port",
+                "0",
+                "--db",
+                str(db),
+                *args,
+            ],
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.log: list[str] = []
+        self.url = self._wait_for_url()
+        self._reader = threading.Thread(target=self._drain_log, daemon=True)
+        self._reader.start()
+
+    def _wait_for_url(self) -> str:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.log.append(line)
+            found = re.search(r"on (http://127\.0\.0\.1:\d+)/v1", line)
+            if found:
+                return found.group(1)
+        raise AssertionError("serve did not start:\n" + "".join(self.log))
+
+    def _drain_log(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.log.append(line)
+
+    def running(self) -> int:
+        return httpx.get(f"{self.url}/healthz").json()["running"]
+
+    def stop(self) -> None:
+        """SIGTERM, then the exit uvicorn makes after a graceful shutdown: it re-raises the
+        signal it caught, so supervisors see the process ended on SIGTERM."""
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=30)
+        self._reader.join(5)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        assert code == -signal.SIGTERM, "".join(self.log)
+        assert "Application shutdown complete" in "".join(self.log)
+
+
+def _post_in_thread(url: str, results: list, path: str = "/v1/chat/completions") -> None:
+    def post() -> None:
+        try:
+            body = QUESTION if path.endswith("completions") else {"input": "Where is A17?"}
+            results.append(httpx.post(f"{url}{path}", json=body, timeout=60).status_code)
+        except httpx.TransportError as error:
+            results.append(type(error).__name__)
+
+    threading.Thread(target=post, daemon=True).start()
+
+
+def _wait_for(condition, why=lambda: "", timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting: {why()}")
+        time.sleep(0.02)
+
+
+def _stop_reasons(db: Path) -> list[str]:
+    store = TraceStore(db)
+    rows = store.sql("SELECT stop_reason FROM runs WHERE parent_run_id IS NULL").rows
+    return sorted(row[0] for row in rows)
+
+
+@pytest.mark.server
+def test_sigterm_lets_running_requests_finish_and_stores_them_all(tmp_path: Path) -> None:
+    db = tmp_path / "traces.duckdb"
+    served = Served(db, 1.0, "--drain", "20")
+    results: list = []
+    for _ in range(6):
+        _post_in_thread(served.url, results)
+    _wait_for(lambda: served.running() == 6)
+    served.stop()
+    _wait_for(lambda: len(results) == 6)
+    assert results == [200] * 6
+    assert _stop_reasons(db) == ["completed"] * 6
+    with pytest.raises(httpx.TransportError):
+        httpx.post(f"{served.url}/v1/chat/completions", json=QUESTION)
+
+
+@pytest.mark.server
+def test_sigterm_past_the_drain_bound_cancels_and_still_stores_every_run(tmp_path: Path) -> None:
+    db = tmp_path / "traces.duckdb"
+    served = Served(db, 60.0, "--drain", "1")
+    results: list = []
+    for _ in range(3):
+        _post_in_thread(served.url, results)
+    for _ in range(2):
+        _post_in_thread(served.url, results, "/v1/runs")
+    _wait_for(lambda: served.running() == 5, lambda: f"{served.running()} running, {results}")
+    started = time.monotonic()
+    served.stop()
+    assert time.monotonic() - started < 15
+    assert _stop_reasons(db) == ["cancelled"] * 5
+    assert "Traceback" not in "".join(served.log)
