@@ -71,8 +71,9 @@ class ServedRun:
         data = self._frames.get(index)
         if data is None:
             event = self.events[index]
-            data = orjson.dumps(redactor.value(event.model_dump(mode="json")))
-            self._frames[index] = data
+            encoded = orjson.dumps(redactor.value(event.model_dump(mode="json")))
+            # Copied to its own size: orjson's result holds a buffer of at least 4 KB.
+            data = self._frames[index] = memoryview(encoded).tobytes()
         return data
 
     def finish(self) -> None:
