@@ -152,7 +152,10 @@ class Fingerprinter:
     """
 
     def __init__(self) -> None:
-        self._cache: dict[int, tuple[Any, bytes]] = {}
+        # Digests by object id; `_kept` holds each object, so its id is never reused while
+        # cached (no tuple per entry: a long session caches two messages a step).
+        self._cache: dict[int, bytes] = {}
+        self._kept: list[Any] = []
         self._scalars: dict[tuple[type, Any], bytes] = {}
         self._seen: list[Any] = []  # the conversation hashed last time, and the hash state
         self._state = hashlib.blake2b(digest_size=16)
@@ -162,13 +165,12 @@ class Fingerprinter:
 
     def _part(self, value: Any, meaning: Callable[[Any], Any] | None = None) -> bytes:
         """`value`'s digest, cached by object; `meaning` maps it to what is digested."""
-        if not isinstance(value, dict | list):
+        if not isinstance(value, (dict, list)):
             return self._scalar(value)
-        hit = self._cache.get(id(value))
-        if hit is not None and hit[0] is value:
-            return hit[1]
-        digest = _digest(value if meaning is None else meaning(value))
-        self._cache[id(value)] = (value, digest)
+        digest = self._cache.get(id(value))
+        if digest is None:
+            digest = self._cache[id(value)] = _digest(value if meaning is None else meaning(value))
+            self._kept.append(value)
         return digest
 
     def _message(self, message: Any) -> bytes:
@@ -198,7 +200,10 @@ class Fingerprinter:
             if key == "messages" and isinstance(value, list | MessageView):
                 # The system message is re-rendered every step; the rest only grows.
                 size = len(value)
-                first = value[0] if size else None
+                if isinstance(value, MessageView):
+                    first = value.first
+                else:
+                    first = value[0] if size else None
                 lead = 1 if first is not None and first.get("role") == "system" else 0
                 if lead:
                     hasher.update(self._message(first))

@@ -11,6 +11,10 @@ import json
 import re
 from typing import Any
 
+import orjson
+
+_LONG_DIGITS = re.compile(r"\d{19}")
+_NOT_READ = object()
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
@@ -28,8 +32,33 @@ def parse_arguments(raw: str | dict[str, Any] | None, *, what: str = "arguments"
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1).strip()
+    value = _fast_loads(text)
+    if value is _NOT_READ:
+        value = _loads(text, what)
+    if not isinstance(value, dict):
+        raise ArgumentsParseError(
+            f"{what} must be a JSON object, got {type(value).__name__}: {text[:80]}"
+        )
+    return value
+
+
+def _fast_loads(text: str) -> Any:
+    """What `json.loads` reads `text` to, read by orjson in a tenth of the time, or _NOT_READ.
+
+    orjson refuses what json may still read (NaN, lone surrogates, prose around the JSON),
+    and reads integers past 64 bits as floats, so text with 19 digits in a row goes to json.
+    """
+    if _LONG_DIGITS.search(text):
+        return _NOT_READ
     try:
-        value = json.loads(text)
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _NOT_READ
+
+
+def _loads(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as first_error:
         value = _first_object(text)
         if value is None:
@@ -37,11 +66,7 @@ def parse_arguments(raw: str | dict[str, Any] | None, *, what: str = "arguments"
                 f"{what} are not valid JSON: {first_error.msg} at line {first_error.lineno} "
                 f"column {first_error.colno}"
             ) from None
-    if not isinstance(value, dict):
-        raise ArgumentsParseError(
-            f"{what} must be a JSON object, got {type(value).__name__}: {text[:80]}"
-        )
-    return value
+        return value
 
 
 def _first_object(text: str) -> dict[str, Any] | None:

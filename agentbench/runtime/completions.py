@@ -24,8 +24,10 @@ from agentbench.runtime.models import (
     Usage,
     estimate_usage,
 )
+from agentbench.runtime.records import built
 
 STREAM_OBJECT = "chat.completion.chunks"  # how a streamed response is kept in `raw`
+_TEXT_FIELDS = ("text", "finish_reason", "model", "reasoning")
 
 
 class CompletionFormatError(ValueError):
@@ -35,10 +37,24 @@ class CompletionFormatError(ValueError):
 def usage_from(body: dict[str, Any] | None) -> Usage:
     if not body:
         return Usage()
-    return Usage(
-        input_tokens=body.get("prompt_tokens") or 0,
-        output_tokens=body.get("completion_tokens") or 0,
-    )
+    fields = {
+        "input_tokens": body.get("prompt_tokens") or 0,
+        "output_tokens": body.get("completion_tokens") or 0,
+    }
+    if type(fields["input_tokens"]) is int and type(fields["output_tokens"]) is int:
+        return built(Usage, fields)
+    return Usage(**fields)  # validation converts (10.0) or says what is wrong
+
+
+def _is_text(value: Any) -> bool:
+    return value is None or type(value) is str
+
+
+def _tool_call(name: Any, arguments: Any, call_id: Any) -> ToolCall:
+    fields = {"name": name, "arguments": arguments, "id": call_id}
+    if type(name) is str and type(arguments) is str and type(call_id) is str:
+        return built(ToolCall, fields)  # one a step of a replay: see `records.built`
+    return ToolCall(**fields)  # validation converts (arguments as an object) or refuses
 
 
 def parse_completion(body: dict[str, Any], request: dict[str, Any] | None = None) -> ChatResponse:
@@ -59,25 +75,27 @@ def parse_completion(body: dict[str, Any], request: dict[str, Any] | None = None
         if not function:
             continue
         calls.append(
-            ToolCall(
-                name=function.get("name") or "",
-                arguments=function.get("arguments") or "",
-                id=call.get("id") or "",
+            _tool_call(
+                function.get("name") or "", function.get("arguments") or "", call.get("id") or ""
             )
         )
     text = message.get("content")
     reported = body.get("usage")
-    return ChatResponse(
-        text=text,
-        tool_calls=calls,
-        finish_reason=choice.get("finish_reason"),
-        usage=usage_from(reported)
+    fields = {
+        "text": text,
+        "tool_calls": calls,
+        "finish_reason": choice.get("finish_reason"),
+        "usage": usage_from(reported)
         if reported or request is None
         else estimate_usage(request, text, calls),
-        model=body.get("model"),
-        reasoning=message.get("reasoning_content"),
-        raw=body,
-    )
+        "model": body.get("model"),
+        "reasoning": message.get("reasoning_content"),
+        "raw": body,
+    }
+    if all(_is_text(fields[name]) for name in _TEXT_FIELDS):
+        # Shares `body` as `raw`: parsed for this response alone (validation would copy it).
+        return built(ChatResponse, fields)
+    return ChatResponse(**fields)  # validation says what is wrong
 
 
 @dataclass

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import BaseModel, Field, TypeAdapter
 
 from agentbench.runtime.models import ChatResponse, Usage
+from agentbench.runtime.records import SharesFieldNames
 from agentbench.runtime.tools import ToolResult
 
 log = logging.getLogger("agentbench.events")
@@ -44,7 +45,7 @@ class ErrorInfo(BaseModel):
     step: int | None = None
 
 
-class _EventBase(BaseModel):
+class _EventBase(SharesFieldNames):  # the runtime builds its events (`records.built`)
     run_id: str
     seq: int
     ts: datetime = Field(default_factory=lambda: datetime.now(UTC))

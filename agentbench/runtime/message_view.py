@@ -76,6 +76,13 @@ class MessageView(Sequence[Message]):
         return [*head, *self._messages[: self._n]]
 
     @property
+    def first(self) -> Message | None:
+        """The first message shown (the system message, if any), or None if none is."""
+        if self._system is not None:
+            return self._system
+        return self._messages[0] if self._n else None
+
+    @property
     def has_system(self) -> bool:
         return self._system is not None
 

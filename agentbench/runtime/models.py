@@ -17,9 +17,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
 from agentbench.errors import ScriptExhaustedError, UsageError
+from agentbench.runtime.message_view import MessageView
+from agentbench.runtime.records import SharesFieldNames, built
 from agentbench.runtime.tokens import estimate_request_tokens, estimate_tokens
 
 TextDeltaHandler: TypeAlias = Callable[[str], None]
@@ -29,7 +31,7 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-class ToolCall(BaseModel):
+class ToolCall(SharesFieldNames):
     """One tool call the model asked for. `arguments` is the raw JSON text the model sent."""
 
     name: str
@@ -64,7 +66,7 @@ class ToolCall(BaseModel):
         }
 
 
-class Usage(BaseModel):
+class Usage(SharesFieldNames):
     """Tokens of one or more model calls; `estimated` when any part was counted by us.
 
     A provider that reports no usage (llama.cpp's streams) gets an estimate instead of 0,
@@ -81,11 +83,13 @@ class Usage(BaseModel):
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            estimated=self.estimated or other.estimated,
-        )
+        # Built, not validated: a run adds one up every step (`records.built`).
+        fields = {
+            "input_tokens": self.input_tokens + other.input_tokens,
+            "output_tokens": self.output_tokens + other.output_tokens,
+            "estimated": self.estimated or other.estimated,
+        }
+        return built(Usage, fields)
 
 
 def estimate_usage(
@@ -97,14 +101,15 @@ def estimate_usage(
 ) -> Usage:
     """Usage counted from the request and the answer, for a response that reported none."""
     output = (text or "") + "".join(call.name + call.arguments for call in tool_calls)
-    return Usage(
-        input_tokens=estimate_request_tokens(request),
-        output_tokens=estimate_tokens(output),
-        estimated=estimated,
-    )
+    fields = {
+        "input_tokens": estimate_request_tokens(request),
+        "output_tokens": estimate_tokens(output),
+        "estimated": estimated,
+    }
+    return built(Usage, fields)
 
 
-class ChatResponse(BaseModel):
+class ChatResponse(SharesFieldNames):
     """What one model call produced."""
 
     text: str | None = None
@@ -146,36 +151,74 @@ class ChatModel(Protocol):
 ScriptItem: TypeAlias = "str | ToolCall | list[ToolCall] | ChatResponse | BaseException"
 
 
-def to_response(item: Any, request: dict[str, Any], model_name: str) -> ChatResponse:
-    """Normalise a scripted item into a ChatResponse, estimating usage when none is given."""
+def to_response(
+    item: Any, request: dict[str, Any], model_name: str, started: float | None = None
+) -> ChatResponse:
+    """Normalise a scripted item into a ChatResponse, estimating usage when none is given;
+    with `started` (a `perf_counter` time), its latency is the time since."""
     if isinstance(item, BaseException):
         raise item
     if isinstance(item, ChatResponse):
-        response = item
-    elif isinstance(item, str):
-        response = ChatResponse(text=item, finish_reason="stop")
+        return _from_response(item, request, model_name, started)
+    if isinstance(item, str):
+        text, calls, finish_reason = item, [], "stop"
     elif isinstance(item, ToolCall):
-        response = ChatResponse(tool_calls=[item], finish_reason="tool_calls")
+        text, calls, finish_reason = None, [item], "tool_calls"
     elif isinstance(item, list | tuple) and all(isinstance(c, ToolCall) for c in item):
-        response = ChatResponse(tool_calls=list(item), finish_reason="tool_calls")
+        text, calls, finish_reason = None, list(item), "tool_calls"
     else:
         raise TypeError(
             "a scripted response must be a str, ToolCall, list of ToolCall, ChatResponse or an "
             f"exception, got {type(item).__name__}"
         )
+    # What `_from_response(ChatResponse(text=..., tool_calls=..., finish_reason=...))` gives,
+    # without a response made only to be copied: a script of a long run makes one a step.
+    served = _served_calls(calls)
+    fields: dict[str, Any] = {"text": text} if text is not None else {"tool_calls": served}
+    fields["finish_reason"] = finish_reason
+    fields["model"] = model_name
+    # A script's usage stands in for a provider's report, so it is not marked estimated.
+    fields["usage"] = estimate_usage(request, text, served, estimated=False)
+    fields["tool_calls"] = served
+    if started is not None:
+        fields["latency_ms"] = (time.perf_counter() - started) * 1000
+    return built(ChatResponse, fields)
+
+
+def _from_response(
+    response: ChatResponse, request: dict[str, Any], model_name: str, started: float | None
+) -> ChatResponse:
     update: dict[str, Any] = {"model": response.model or model_name}
     if response.usage == Usage():
-        # A script's usage stands in for a provider's report, so it is not marked estimated.
         update["usage"] = estimate_usage(
             request, response.text, response.tool_calls, estimated=False
         )
-    # A call whose id was not set explicitly gets a fresh one each time it is served, so one
-    # scripted ToolCall object can be reused across turns without clashing ids.
-    update["tool_calls"] = [
-        c if "id" in c.model_fields_set else c.model_copy(update={"id": new_call_id()})
-        for c in response.tool_calls
-    ]
+    update["tool_calls"] = _served_calls(response.tool_calls)
+    if started is not None:
+        update["latency_ms"] = (time.perf_counter() - started) * 1000
     return response.model_copy(update=update)
+
+
+def _served_calls(calls: list[ToolCall]) -> list[ToolCall]:
+    """A call whose id was not set explicitly gets a fresh one each time it is served, so one
+    scripted ToolCall object can be reused across turns without clashing ids."""
+    return [c if "id" in c.model_fields_set else _with_new_id(c) for c in calls]
+
+
+def _with_new_id(call: ToolCall) -> ToolCall:
+    if type(call) is not ToolCall:
+        return call.model_copy(update={"id": new_call_id()})
+    # What the copy gives (the fields set and the new id), shared as `built` shares.
+    fields = {name: getattr(call, name) for name in ToolCall.model_fields if name != "id"}
+    given = {name: value for name, value in fields.items() if name in call.model_fields_set}
+    return built(ToolCall, {**given, "id": new_call_id()})
+
+
+def _text_of(item: Any) -> str | None:
+    """The text a scripted item answers with, if any."""
+    if isinstance(item, str):
+        return item
+    return item.text if isinstance(item, ChatResponse) else None
 
 
 def _stream_text(
@@ -190,14 +233,18 @@ def _stream_text(
 
 
 def recorded(request: dict[str, Any]) -> dict[str, Any]:
-    """What a test double keeps of a request: a shallow copy, not a deep one.
+    """What a test double keeps of a request: never a deep copy.
 
     The runtime's messages are a `MessageView`, which never changes, so every kept request
     of a run shares one conversation (a deep copy each would grow with the square of the run's
-    length). A caller's own list may still change after the call, so it is copied (shallowly).
+    length); the runtime makes a new request dict for each call and never changes it after,
+    so that is kept as it is (its `ModelRequest` event holds the same one). A caller's own
+    dict and list may still change after the call, so they are copied (shallowly).
     """
+    messages = request.get("messages")
+    if isinstance(messages, MessageView):
+        return request
     kept = dict(request)
-    messages = kept.get("messages")
     if isinstance(messages, list):
         kept["messages"] = list(messages)
     return kept
@@ -235,9 +282,9 @@ class ScriptedModel:
                 f"#{len(self.requests)} (last message: role={last.get('role')!r}, "
                 f"content={str(last.get('content'))[:120]!r}); add more items to the script"
             )
-        response = to_response(self._items.popleft(), request, self.name)
-        _stream_text(response.text, request, on_text_delta)
-        return response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})
+        item = self._items.popleft()
+        _stream_text(_text_of(item), request, on_text_delta)
+        return to_response(item, request, self.name, started)
 
     def assert_complete(self) -> None:
         if self._items:
@@ -320,6 +367,5 @@ class FunctionModel:
         item = self._call(request, info)
         if inspect.isawaitable(item):
             item = await item
-        response = to_response(item, request, self.name)
-        _stream_text(response.text, request, on_text_delta)
-        return response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})
+        _stream_text(_text_of(item), request, on_text_delta)
+        return to_response(item, request, self.name, started)

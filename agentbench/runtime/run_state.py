@@ -19,10 +19,23 @@ from typing import Any, TypeVar
 from agentbench.errors import RunTimeoutError
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context, RunContext
-from agentbench.runtime.events import ContextChanged, ErrorInfo, RunFinished, StopReason
+from agentbench.runtime.events import (
+    ContextChanged,
+    ErrorInfo,
+    GuardTriggered,
+    ModelRequest,
+    ModelResponse,
+    RunFinished,
+    StopReason,
+    TextDelta,
+    ToolCallRejected,
+    ToolFinished,
+    ToolStarted,
+)
 from agentbench.runtime.memory import Memory
 from agentbench.runtime.models import ChatModel, Usage
 from agentbench.runtime.orchestration import HandoffRequest
+from agentbench.runtime.records import built
 from agentbench.runtime.tokens import estimate_tokens
 from agentbench.runtime.tools import ToolInterceptor
 
@@ -30,6 +43,19 @@ _MAX_STATE_LINES = 20
 _STATE_LINE_CHARS = 240
 _STATE_TOKEN_BUDGET = 400
 T = TypeVar("T")
+# The events of every step, made from values the loop built itself: not validated (see
+# `records.built`). The rest (a run's input, context values, memory's decisions) are.
+_BUILT_BY_THE_LOOP = frozenset(
+    {
+        ModelRequest,
+        ModelResponse,
+        TextDelta,
+        ToolStarted,
+        ToolFinished,
+        ToolCallRejected,
+        GuardTriggered,
+    }
+)
 
 
 def new_run_id() -> str:
@@ -68,7 +94,7 @@ class RunResult:
         return [event for run in self.runs or [self] for event in run.events]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Guard:
     """One await under the run's deadline: its task, and that task's cancel count before."""
 
@@ -151,7 +177,8 @@ class RunState:
 
     def event(self, cls: type[T], **fields: Any) -> T:
         """Stamp and remember a new event of this run."""
-        made = cls(run_id=self.run_id, seq=self._seq, agent=self.agent.name, **fields)
+        fields["run_id"], fields["seq"], fields["agent"] = self.run_id, self._seq, self.agent.name
+        made = built(cls, fields) if cls in _BUILT_BY_THE_LOOP else cls(**fields)  # type: ignore[arg-type]
         self._seq += 1
         self.events.append(made)
         return made

@@ -328,7 +328,8 @@ async def _run_events(run: RunState, hooks: Sequence[Hook]) -> AsyncIterator[Any
     """One run's events, delivered to the hooks first; RunFinished always comes last."""
     try:
         async for event in drive(run):
-            await notify(hooks, event, run.hook_errors)
+            if hooks:  # most runs have none: no coroutine to make and await per event
+                await notify(hooks, event, run.hook_errors)
             yield event
     except (asyncio.CancelledError, GeneratorExit):
         # The consumer went away or the task was cancelled: hooks still see the end.

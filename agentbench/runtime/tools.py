@@ -30,6 +30,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentbench.errors import ToolDefinitionError
 from agentbench.runtime.context import RunContext
+from agentbench.runtime.records import built
+from agentbench.runtime.threads import NO_CONTEXT as _NO_CONTEXT
 from agentbench.runtime.threads import run_in_thread
 from agentbench.runtime.tool_schema import build_function_schema
 
@@ -225,9 +227,6 @@ class Tool:
             kwargs[self.context_param] = context
         try:
             value = await self._call_with_timeout(kwargs)
-            if isinstance(value, _SCALAR):
-                return _scalar_ok(value, started, self.max_result_chars)
-            result = value if isinstance(value, ToolResult) else ToolResult.ok(value)
         except BusinessFailure as exc:
             result = ToolResult.business_failure(exc.message, exc.data, stop=exc.stop)
         except _RaisedByTool as wrapped:
@@ -239,21 +238,17 @@ class Tool:
             )
         except Exception as exc:
             result = ToolResult.system_error(f"{type(exc).__name__}: {exc}")
+        else:
+            if not isinstance(value, ToolResult):
+                return _ok(value, started, self.max_result_chars)
+            result = value
         return _finish(result, started, self.max_result_chars)
 
     async def _call_with_timeout(self, kwargs: dict[str, Any]) -> Any:
         # A TimeoutError the tool raises itself (an HTTP client's, say) is its own failure,
         # not our timeout: wrap it so the two are never confused.
         if self.is_async:
-
-            async def call() -> Any:
-                try:
-                    return await self.fn(**kwargs)
-                except TimeoutError as exc:
-                    raise _RaisedByTool(exc) from exc
-
-            async with asyncio.timeout(self.timeout_s):
-                return await call()
+            return await _within(self.fn(**kwargs), self.timeout_s)
 
         def call_sync() -> Any:
             try:
@@ -277,6 +272,46 @@ class Tool:
         return value
 
 
+async def _within(call: Awaitable[Any], timeout_s: float | None) -> Any:
+    """`await call` under `async with asyncio.timeout(timeout_s)`, its TimeoutError told
+    apart from one the tool raised (`_RaisedByTool`).
+
+    The same accounting as asyncio.timeout (the task is cancelled at the deadline, and the
+    cancellation turned into TimeoutError only if it was the deadline's), with a plain timer:
+    asyncio.timeout's own context manager, handle and context copy cost 4 µs a call.
+    """
+    task = asyncio.current_task()
+    if task is None:
+        raise RuntimeError("Timeout should be used inside a task")  # asyncio.timeout's words
+    cancelling = task.cancelling()
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        task.cancel()
+
+    timer = None
+    if timeout_s is not None:
+        loop = asyncio.get_running_loop()
+        timer = loop.call_at(loop.time() + timeout_s, expire, context=_NO_CONTEXT)
+    try:
+        return await call
+    except TimeoutError as exc:
+        raise _RaisedByTool(exc) from exc
+    except asyncio.CancelledError:
+        if expired:
+            expired = False
+            if task.uncancel() <= cancelling:
+                raise TimeoutError from None
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+        if expired:  # the deadline passed, but the call ended some other way
+            task.uncancel()
+
+
 class _RaisedByTool(Exception):  # noqa: N818 - internal wrapper, never escapes this module
     def __init__(self, original: BaseException) -> None:
         super().__init__(str(original))
@@ -291,14 +326,19 @@ ToolInterceptor = Callable[[Tool, dict[str, Any], RunContext], Awaitable["ToolRe
 _SCALAR = str | None | bool | int | float
 
 
-def _scalar_ok(value: Any, started: float, limit: int) -> ToolResult:
+def _ok(value: Any, started: float, limit: int) -> ToolResult:
     """The most common result, built once: what `_finish(ToolResult.ok(value), ...)` gives,
-    fields set included, without its validation and copy (a scalar needs neither)."""
+    fields set included, without its validation and copy (see `records.built`)."""
     fields: dict[str, Any] = {"kind": ResultKind.OK, "data": value}
     if isinstance(value, str):
         fields["data"], fields["truncated"] = truncate_text(value, limit)
+    elif not isinstance(value, _SCALAR):
+        # Structured data is kept whole unless its text would blow the limit.
+        text = _as_text(value)
+        if len(text) > limit:
+            fields["data"], fields["truncated"] = truncate_text(text, limit)
     fields["duration_ms"] = (time.perf_counter() - started) * 1000
-    return ToolResult.model_construct(set(fields), **fields)
+    return built(ToolResult, fields)
 
 
 def _finish(result: ToolResult, started: float, limit: int) -> ToolResult:
