@@ -94,6 +94,20 @@ class RunResult:
         return [event for run in self.runs or [self] for event in run.events]
 
 
+@dataclass(frozen=True)
+class Deadline:
+    """A wall-clock budget for a whole conversation (every run it leads to), set by its caller
+    — `agentbench serve`'s per-request timeout — on top of each agent's own `timeout_s`."""
+
+    seconds: float
+    set_by: str
+    at: float  # time.monotonic() when it runs out
+
+    @classmethod
+    def after(cls, seconds: float, set_by: str) -> Deadline:
+        return cls(seconds, set_by, time.monotonic() + seconds)
+
+
 @dataclass(slots=True)
 class _Guard:
     """One await under the run's deadline: its task, and that task's cancel count before."""
@@ -126,6 +140,7 @@ class RunState:
         handoff_note: str | None = None,
         then: Sequence[Agent] = (),
         tool_interceptor: ToolInterceptor | None = None,
+        deadline: Deadline | None = None,
     ) -> None:
         self.agent = agent
         self.model = model
@@ -159,6 +174,10 @@ class RunState:
         self.started = time.perf_counter()
         limit = agent.limits.timeout_s
         self.deadline = None if limit is None else time.monotonic() + limit
+        # The caller's budget for the whole conversation, when it ends first.
+        self.outer: Deadline | None = None
+        if deadline is not None and (self.deadline is None or deadline.at < self.deadline):
+            self.deadline, self.outer = deadline.at, deadline
         self._alarm: asyncio.TimerHandle | None = None  # fires once, at the deadline
         self._guards: list[_Guard] = []  # the awaits the deadline would interrupt now
         self.tool_schemas = agent.tool_schemas()
@@ -263,6 +282,11 @@ class RunState:
             self._alarm = None
 
     def _timeout_message(self) -> str:
+        if self.outer is not None:
+            return (
+                f"the conversation ran out of its {self.outer.seconds:g} s budget "
+                f"({self.outer.set_by}) in agent {self.agent.name!r} at step {self.iteration}"
+            )
         return (
             f"agent {self.agent.name!r} ran out of its {self.agent.limits.timeout_s:g} s budget "
             f"at step {self.iteration}"

@@ -25,7 +25,7 @@ from agentbench.runtime.events import ContextChanged, Hook, StopReason, notify
 from agentbench.runtime.loop import drive
 from agentbench.runtime.models import ChatModel
 from agentbench.runtime.orchestration import child_input, handoff_note
-from agentbench.runtime.run_state import RunResult, RunState
+from agentbench.runtime.run_state import Deadline, RunResult, RunState
 from agentbench.runtime.tools import ToolInterceptor
 
 RunInput = str | list[dict[str, Any]]
@@ -48,8 +48,15 @@ class Runner:
         run_id: str | None = None,
         parent_run_id: str | None = None,
         tool_interceptor: ToolInterceptor | None = None,
+        timeout_s: float | Deadline | None = None,
     ) -> AsyncIterator[Any]:
-        """Run `agent` on `input`, yielding every event (of every run it leads to) as it happens."""
+        """Run `agent` on `input`, yielding every event (of every run it leads to) as it happens.
+
+        `timeout_s` bounds the whole conversation (handoffs included); each agent's own
+        `limits.timeout_s` still applies. Running out stops the run with stop reason `timeout`.
+        A `Deadline` given instead says who set it and when it runs out (a server counts the
+        time a request waited for its slot).
+        """
         conversation = _Conversation(
             agent,
             input,
@@ -59,6 +66,7 @@ class Runner:
             run_id=run_id,
             parent_run_id=parent_run_id,
             tool_interceptor=tool_interceptor,
+            deadline=_deadline(timeout_s),
         )
         # aclosing: if our consumer stops early, the inner generator is closed now (so the
         # hooks see RunFinished(cancelled) at once), not whenever it is garbage collected.
@@ -79,8 +87,10 @@ class Runner:
         run_id: str | None = None,
         parent_run_id: str | None = None,
         tool_interceptor: ToolInterceptor | None = None,
+        timeout_s: float | Deadline | None = None,
     ) -> RunResult:
-        """Run to the end; the result is the last run's, with every run in `.runs`."""
+        """Run to the end; the result is the last run's, with every run in `.runs`.
+        `timeout_s`: a budget for the whole conversation, as in `stream`."""
         conversation = _Conversation(
             agent,
             input,
@@ -90,6 +100,7 @@ class Runner:
             run_id=run_id,
             parent_run_id=parent_run_id,
             tool_interceptor=tool_interceptor,
+            deadline=_deadline(timeout_s),
         )
         async with contextlib.aclosing(conversation.events()) as events:
             async for _ in events:
@@ -193,6 +204,14 @@ class RunStore(Protocol):
     def run_hook(self) -> Hook: ...
 
 
+def _deadline(timeout_s: float | Deadline | None) -> Deadline | None:
+    if timeout_s is None or isinstance(timeout_s, Deadline):
+        return timeout_s
+    if timeout_s <= 0:
+        raise UsageError(f"timeout_s must be positive, not {timeout_s!r}")
+    return Deadline.after(timeout_s, "the caller's timeout_s")
+
+
 def _with_store(hooks: Sequence[Hook], store: RunStore | None) -> Sequence[Hook]:
     """The hooks, led by the store's recorder; AGENTBENCH_DB names a store when none is given."""
     if store is None and os.environ.get("AGENTBENCH_DB"):
@@ -231,8 +250,10 @@ class _Conversation:
         parent_run_id: str | None = None,
         then: Sequence[Agent] = (),
         tool_interceptor: ToolInterceptor | None = None,
+        deadline: Deadline | None = None,
     ) -> None:
         self.root = agent
+        self.deadline = deadline
         self.tool_interceptor = tool_interceptor
         self.model = model
         self.hooks = list(hooks)
@@ -248,6 +269,7 @@ class _Conversation:
             parent_run_id=parent_run_id,
             then=then,
             tool_interceptor=tool_interceptor,
+            deadline=deadline,
         )
 
     async def events(self) -> AsyncIterator[Any]:
@@ -310,6 +332,7 @@ class _Conversation:
             handoff_note=note,
             then=run.then[1:] if request.mode == "chain" else (),
             tool_interceptor=self.tool_interceptor,
+            deadline=self.deadline,
         )
 
     def result(self) -> RunResult:

@@ -12,7 +12,6 @@ traces show` shows. Finished runs are kept for a bounded number of lookups; afte
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections import deque
@@ -24,6 +23,7 @@ import orjson
 
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel, Usage
+from agentbench.runtime.run_state import Deadline
 from agentbench.runtime.runner import Runner
 from agentbench.serve.admission import Ticket
 from agentbench.serve.chat import text_of
@@ -136,7 +136,7 @@ class Launch:
 
     model: ChatModel | None
     store: Any  # a RunStore (a labelled TraceStore), or None
-    timeout_s: float | None
+    deadline: Deadline | None  # from the request's arrival: the wait for a slot counts
 
 
 class RunRegistry:
@@ -195,27 +195,21 @@ class RunRegistry:
                 run.status = "running"
                 run.started_at = datetime.now(UTC)
                 started = time.perf_counter()
-                async with _deadline(launch.timeout_s):
-                    result = await Runner.run(
-                        agent,
-                        conversation,
-                        model=launch.model,
-                        context=context,
-                        hooks=[lambda event: self._observe(run, event)],
-                        store=launch.store,
-                        run_id=run.id,
-                    )
+                result = await Runner.run(
+                    agent,
+                    conversation,
+                    model=launch.model,
+                    context=context,
+                    hooks=[lambda event: self._observe(run, event)],
+                    store=launch.store,
+                    run_id=run.id,
+                    timeout_s=launch.deadline,
+                )
             run.stop_reason = result.stop_reason.value
             run.output = result.output
             run.usage = sum((r.usage for r in result.runs or [result]), Usage())
             if result.error is not None:
                 run.error = {"type": result.error.type, "message": result.error.message}
-        except TimeoutError:
-            run.stop_reason = "timeout"
-            run.error = {
-                "type": "timeout",
-                "message": f"the run took longer than the server's {launch.timeout_s:g} s limit",
-            }
         except asyncio.CancelledError:
             ticket.abandon()
             run.stop_reason = "cancelled"
@@ -254,12 +248,3 @@ class RunRegistry:
         if pending:
             await asyncio.wait(pending)
         return len(pending)
-
-
-@contextlib.asynccontextmanager
-async def _deadline(seconds: float | None) -> Any:
-    if seconds is None:
-        yield
-        return
-    async with asyncio.timeout(seconds):
-        yield

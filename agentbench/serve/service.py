@@ -15,6 +15,7 @@ from typing import Any
 from agentbench.errors import UsageError
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel
+from agentbench.runtime.run_state import Deadline
 from agentbench.serve.admission import Admission, Ticket
 from agentbench.serve.metrics import ServeMetrics
 from agentbench.serve.runs import Launch, RunRegistry, ServedRun
@@ -137,7 +138,9 @@ class Service:
             )
         # The runner's model serves every agent of the conversation (handoff targets too).
         model = self.model or agent.model
-        launch = Launch(model=model, store=store, timeout_s=self.settings.timeout_s)
+        limit = self.settings.timeout_s
+        deadline = None if limit is None else Deadline.after(limit, "the server's --timeout")
+        launch = Launch(model=model, store=store, deadline=deadline)
         return self.runs.start(
             agent,
             conversation,
