@@ -48,6 +48,7 @@ from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel
 from agentbench.trace.errors import NoSuchRunError
 from agentbench.trace.redact import Redactor
+from agentbench.trace.store import TraceStore
 
 EXIT_UNCHANGED, EXIT_DIVERGED = 0, 1
 
@@ -249,7 +250,9 @@ def replay(
     path = Path(target)
     cassette = Cassette.load(path) if path.is_file() else None
     if cassette is None:
-        _check_run_id(target, path, agent_ref is not None or suite_dir is not None)
+        _check_run_id(target, path)
+        if agent_ref is None and suite_dir is None:
+            agent_ref = _serving_agent(open_store(db, wait_s, existing=True), target)
     suite = _suite_of(suite_dir, cassette)
     # Checked before any code of the user's runs: a replay that cannot go live is not begun.
     why = f"--live-from {live_from}" if live_from is not None else None
@@ -282,19 +285,27 @@ def replay(
     return EXIT_DIVERGED if report.diverged else EXIT_UNCHANGED
 
 
-def _check_run_id(target: str, path: Path, agent_given: bool) -> None:
-    """A TARGET that is no cassette file must be a run id, replayed with a given agent."""
+def _check_run_id(target: str, path: Path) -> None:
+    """A TARGET that is no cassette file must be a run id."""
     if path.suffix in (".yaml", ".yml", ".json") or "/" in target or os.sep in target:
         # Written as a path, so meant as a cassette: "no such run id" would mislead.
         raise UsageError(
             f"cassette file {target} does not exist (a TARGET ending in .yaml, .yml or .json, "
             "or containing '/', is a cassette path; a run id is neither)"
         )
-    if not agent_given:
+
+
+def _serving_agent(store: TraceStore, run_id: str) -> str:
+    """The agent reference a served run was recorded with (`agentbench serve` stores it), for
+    a run id replayed without --agent or --suite."""
+    ref = store.run(run_id).run.agent_ref
+    if ref is None:
         raise UsageError(
-            f"{target!r} is not a cassette file, so it is read as a run id; pass the agent "
+            f"{run_id!r} is not a cassette file, so it is read as a run id; pass the agent "
             "to replay it with --agent module:attribute (or its suite with --suite DIR)"
         )
+    click.echo(f"note: replaying with the agent that served the run, {ref}", err=True)
+    return ref
 
 
 @click.command(
