@@ -86,9 +86,17 @@ def test_a_served_conversation_becomes_a_passing_golden_case(tmp_path: Path) -> 
     roots = {row["run_id"]: row for row in rows if row["parent_run_id"] is None}
     assert set(roots) == {run for _, run in answers}
     conversations = {row["conversation_id"] for row in roots.values()}
-    assert len(conversations) == 1 and conversations.pop().startswith("example-")
+    assert len(conversations) == 1 and next(iter(conversations)).startswith("example-")
     assert all(row["request_id"].startswith("req_") for row in roots.values())
     assert all(row["agent_ref"] == "examples/served_desk.py:desk" for row in roots.values())
+
+    conversation = next(iter(roots.values()))["conversation_id"]
+    one = _cli(checkout, "traces", "list", "--conversation", conversation, "--json")
+    assert {orjson.loads(line)["conversation_id"] for line in one.stdout.splitlines()} == {
+        conversation
+    }
+    shown = _cli(checkout, "traces", "show", refund_run)
+    assert f"conversation {conversation} by examples/served_desk.py:desk" in shown.stdout
 
     replayed = _cli(checkout, "replay", refund_run)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr

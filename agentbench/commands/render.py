@@ -104,6 +104,11 @@ def timeline(trace: RunTrace) -> str:
         lines.append(f"  parent   {run.parent_run_id}")
     if run.eval_id or run.case_id:
         lines.append(f"  eval     {run.eval_id or '—'} case {run.case_id or '—'} trial {run.trial}")
+    if run.request_id or run.conversation_id:
+        lines.append(
+            f"  served   request {run.request_id or '—'} conversation "
+            f"{run.conversation_id or '—'} by {run.agent_ref or '?'}"
+        )
     lines.append(f"  input    {text_of(run.input)}")
     context = loads(run.context) if run.context else None
     if isinstance(context, dict) and any(context.values()):  # scopes that hold something

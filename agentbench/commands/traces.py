@@ -127,6 +127,11 @@ Examples:
     show_default=True,
     help="At most this many runs, newest first.",
 )
+@click.option(
+    "--conversation",
+    metavar="ID",
+    help="Only runs of this conversation (a served request's X-Conversation-Id or user).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run.")
 def list_runs(
     db: Path | None,
@@ -136,6 +141,7 @@ def list_runs(
     stop_reason: str | None,
     since: str | None,
     limit: int,
+    conversation: str | None,
     as_json: bool,
 ) -> None:
     """Stored runs, newest first."""
@@ -146,6 +152,7 @@ def list_runs(
         stop_reason=stop_reason,
         since=parse_since(since) if since else None,
         limit=limit,
+        conversation_id=conversation,
     )
     if as_json:
         for run in runs:

@@ -60,10 +60,17 @@ def list_runs(
     stop_reason: str | None = None,
     since: datetime | None = None,
     limit: int | None = None,
+    conversation_id: str | None = None,
 ) -> list[RunRecord]:
     """Runs matching every given filter, newest first."""
     where, params = [], []
-    for column, value in (("agent", agent), ("status", status), ("stop_reason", stop_reason)):
+    filters = (
+        ("agent", agent),
+        ("status", status),
+        ("stop_reason", stop_reason),
+        ("conversation_id", conversation_id),
+    )
+    for column, value in filters:
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)

@@ -153,11 +153,18 @@ class TraceStore:
         stop_reason: str | None = None,
         since: datetime | None = None,
         limit: int | None = None,
+        conversation_id: str | None = None,
     ) -> list[RunRecord]:
         """Stored runs, newest first."""
         with self.reading() as conn:
             return queries.list_runs(
-                conn, agent=agent, status=status, stop_reason=stop_reason, since=since, limit=limit
+                conn,
+                agent=agent,
+                status=status,
+                stop_reason=stop_reason,
+                since=since,
+                limit=limit,
+                conversation_id=conversation_id,
             )
 
     def run(self, run_id: str) -> RunTrace:
