@@ -216,3 +216,21 @@ def _wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting")
         time.sleep(0.01)
+
+
+def test_a_slow_answer_streams_keep_alives_the_sdk_reads_past(monkeypatch) -> None:
+    import agentbench.serve.app as app
+
+    monkeypatch.setattr(app, "KEEPALIVE_S", 0.05)
+    with served(service_for(desk_agent(Desk(delay_s=0.3)))) as url:
+        with httpx.Client(base_url=url) as http:
+            raw = http.post(
+                "/v1/chat/completions",
+                json={"model": "desk", "messages": QUESTION, "stream": True},
+            ).text
+        chunks = list(
+            sdk(url).chat.completions.create(model="desk", messages=QUESTION, stream=True)
+        )
+    assert ": keep-alive" in raw
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Order A17 is delivered."
