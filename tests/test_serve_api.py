@@ -234,3 +234,23 @@ def test_a_slow_answer_streams_keep_alives_the_sdk_reads_past(monkeypatch) -> No
     assert ": keep-alive" in raw
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "Order A17 is delivered."
+
+
+def test_secrets_in_requests_never_reach_the_store(tmp_path) -> None:
+    from agentbench.trace import TraceStore
+
+    secret = "sk-proj-" + "Q7x9Lm2Vb8Nc4Rt6Yw1Zs3Kd5Hf0Jg"
+    store = TraceStore(tmp_path / "traces.duckdb")
+    with served(service_for(desk_agent(), store=store, api_key="s3rv3r-k3y-value")) as url:
+        sdk(url, key="s3rv3r-k3y-value").chat.completions.create(
+            model="desk",
+            messages=[{"role": "user", "content": f"my key is {secret}, where is A17?"}],
+        )
+    store.close()
+    stored = (tmp_path / "traces.duckdb").read_bytes()
+    journals = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    for needle in (secret, "s3rv3r-k3y-value"):
+        assert needle.encode() not in stored and needle.encode() not in journals
+    assert "[REDACTED]" in TraceStore(tmp_path / "traces.duckdb").sql(
+        "SELECT input FROM runs"
+    ).rows[0][0]
