@@ -25,7 +25,7 @@ QUESTION = {"model": "desk", "messages": [{"role": "user", "content": "Where is 
 class Served:
     """`agentbench serve` in a child process, on a free port."""
 
-    def __init__(self, db: Path, delay_s: float, *args: str) -> None:
+    def __init__(self, db: Path, delay_s: float, *args: str, target: str = AGENTS) -> None:
         env = {**os.environ, "AGENTBENCH_TEST_DELAY": str(delay_s)}
         self.process = subprocess.Popen(
             [
@@ -33,7 +33,7 @@ class Served:
                 "-m",
                 "agentbench",
                 "serve",
-                AGENTS,
+                target,
                 "--port",
                 "0",
                 "--db",
@@ -135,3 +135,41 @@ def test_sigterm_past_the_drain_bound_cancels_and_still_stores_every_run(tmp_pat
     assert time.monotonic() - started < 15
     assert _stop_reasons(db) == ["cancelled"] * 5
     assert "Traceback" not in "".join(served.log)
+
+
+@pytest.mark.server
+def test_served_on_an_openai_compatible_model_over_http(tmp_path: Path) -> None:
+    """`--model/--base-url`: the served conversation's model is a real HTTP endpoint (the
+    bundled server, answering as the desk's model does), called through the openai SDK."""
+    import asyncio
+
+    import openai
+    from serve_support import Desk
+
+    from agentbench.testing import OpenAICompatibleServer
+
+    desk = Desk()
+
+    def answer(request: dict) -> object:
+        return asyncio.run(desk(request))
+
+    with OpenAICompatibleServer(responder=answer) as model_server:
+        served = Served(
+            tmp_path / "traces.duckdb",
+            0.0,
+            "--model",
+            "desk-model",
+            "--base-url",
+            model_server.base_url,
+            target="tests/fixtures/served_agents.py:plain",
+        )
+        try:
+            client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="unused", max_retries=0)
+            reply = client.chat.completions.create(
+                model="plain", messages=[{"role": "user", "content": "Where is A17?"}]
+            )
+        finally:
+            served.stop()
+    assert reply.choices[0].message.content == "Order A17 is delivered."
+    assert desk.calls == 2  # a tool call, then the answer: both over HTTP
+    assert _stop_reasons(tmp_path / "traces.duckdb") == ["completed"]
