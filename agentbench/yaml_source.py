@@ -273,6 +273,9 @@ def _load_fast(text: str) -> YamlDocument | None:
 
 def load_yaml(text: str) -> YamlDocument:
     """Parse one YAML document; raise YamlSyntaxError with the parser's line and column."""
+    walked = _load_walk(text)
+    if walked is not None:
+        return walked
     if not check_yaml_bounds(text) and _FAST_LOADER is not yaml.SafeLoader:
         # libyaml gave up early; PyYAML may read further, so it walks the text within bounds too.
         check_yaml_bounds(text, yaml.SafeLoader)
@@ -301,6 +304,149 @@ def load_yaml(text: str) -> YamlDocument:
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _load_walk(text: str) -> YamlDocument | None:
+    """The document built in one walk of libyaml's events — what `_load_fast` builds from
+    the composed tree, positions and duplicates included, with no tree, no second parse for
+    the bounds and no walk for `?` — or None for anything but a plain document within
+    bounds (an anchor, alias, tag or merge key, nesting past MAX_DEPTH, a `?` in a flow
+    scalar, an error): the other paths then read it and report what is wrong as ever."""
+    if _FAST_LOADER is yaml.SafeLoader or _PYYAML_ONLY.search(text):
+        return None
+    try:
+        yaml.reader.Reader(text)  # the characters PyYAML refuses, refused here too
+    except yaml.YAMLError:
+        return None
+    loader = _FAST_LOADER(text)
+    try:
+        return _EventWalk(loader).document()
+    except (_NotPlainError, yaml.YAMLError, ValueError, TypeError, OverflowError):
+        return None
+    finally:
+        loader.dispose()
+
+
+class _NotPlainError(Exception):
+    """The document is not for `_load_walk`."""
+
+
+_WALK_STR = "tag:yaml.org,2002:str"
+_WALK_SCALAR_TAGS = frozenset(
+    f"tag:yaml.org,2002:{kind}" for kind in ("null", "bool", "int", "float", "binary", "timestamp")
+)
+_SHARED_CHARS = 64  # equal short texts (keys above all) are kept as one string object
+_NO_KEY = object()
+
+
+class _EventWalk:
+    """Builds the data, positions and duplicates `_Builder` would, from events. Each open
+    collection is a frame: [container, its location, inside a flow collection, the key
+    waiting for its value (or _NO_KEY), is the root's holder]."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+        self.built = YamlDocument(None)
+        self.resolved: dict[str, str] = {}
+        self.shared: dict[str, str] = {}
+
+    def document(self) -> YamlDocument:
+        get = self.loader.get_event
+        if not isinstance(get(), yaml.StreamStartEvent):
+            raise _NotPlainError
+        event = get()
+        if isinstance(event, yaml.StreamEndEvent):
+            return self.built  # no document: what safe_load gives (None)
+        if not isinstance(event, yaml.DocumentStartEvent):
+            raise _NotPlainError
+        root: list[Any] = [[], (), False, _NO_KEY, True]
+        stack = [root]
+        positions = self.built.positions
+        while True:
+            event = get()
+            kind = type(event)
+            if kind is yaml.ScalarEvent:
+                self._scalar_event(stack[-1], event)
+            elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+                if event.anchor is not None or event.tag is not None or len(stack) > MAX_DEPTH:
+                    raise _NotPlainError
+                parent = stack[-1]
+                if type(parent[0]) is dict and parent[3] is _NO_KEY:
+                    raise _NotPlainError  # a collection as a key
+                loc = _next_location(parent)
+                positions.setdefault(loc, _event_position(event))
+                container: Any = {} if kind is yaml.MappingStartEvent else []
+                in_flow = parent[2] or bool(event.flow_style)
+                stack.append([container, loc, in_flow, _NO_KEY, False])
+            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+                _put(stack[-2], stack.pop()[0])
+            elif kind is yaml.DocumentEndEvent:
+                break
+            else:  # an alias, or an event out of place
+                raise _NotPlainError
+        if not isinstance(get(), yaml.StreamEndEvent) or len(root[0]) != 1:
+            raise _NotPlainError
+        self.built.data = root[0][0]
+        return self.built
+
+    def _scalar_event(self, frame: list[Any], event: Any) -> None:
+        value = self._scalar(event, frame[2])
+        positions = self.built.positions
+        if type(frame[0]) is dict and frame[3] is _NO_KEY:
+            # A key: its line is where a person looks for it (a block value starts a line
+            # later); a key written twice keeps both lines.
+            where = (*frame[1], value)
+            position = _event_position(event)
+            if value in frame[0]:
+                self.built.duplicates.append((where, position, positions[where]))
+            positions[where] = position
+            frame[3] = value
+            return
+        positions.setdefault(_next_location(frame), _event_position(event))
+        _put(frame, value)
+
+    def _scalar(self, event: Any, in_flow: bool) -> Any:
+        if event.anchor is not None or event.tag is not None:
+            raise _NotPlainError
+        value: str = event.value
+        if len(value) <= _SHARED_CHARS:
+            value = self.shared.setdefault(value, value)
+        if not event.implicit[0]:
+            return value  # quoted: a string
+        if in_flow and "?" in value:
+            raise _NotPlainError  # PyYAML ends a plain scalar there
+        tag = self.resolved.get(value)
+        if tag is None:
+            tag = self.resolved[value] = self.loader.resolve(ScalarNode, value, event.implicit)
+        if tag == _WALK_STR:
+            return value
+        if tag not in _WALK_SCALAR_TAGS:
+            raise _NotPlainError  # a merge key `<<`, a value key `=`
+        node = ScalarNode(tag, value, event.start_mark, event.end_mark, event.style)
+        return self.loader.yaml_constructors[tag](self.loader, node)
+
+
+def _next_location(frame: list[Any]) -> Loc:
+    """Where the next value put in `frame`'s collection is (the root's holder: the root)."""
+    if frame[4]:
+        return ()
+    container = frame[0]
+    if type(container) is list:
+        return (*frame[1], len(container))
+    return (*frame[1], frame[3])
+
+
+def _put(frame: list[Any], value: Any) -> None:
+    container = frame[0]
+    if type(container) is list:
+        container.append(value)
+    else:
+        container[frame[3]] = value
+        frame[3] = _NO_KEY
+
+
+def _event_position(event: Any) -> Position:
+    return Position(event.start_mark.line + 1, event.start_mark.column + 1)
 
 
 def _compose_fast(text: str) -> tuple[Any, Node | None] | None:

@@ -3,6 +3,7 @@ and what comes from the cache is exactly what parsing gives."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,59 @@ def test_values_json_would_not_keep_exactly_are_never_cached(
     path.write_text(path.read_text() + f"extra: {value}\n")
     Cassette.load(path)
     assert entries(cache) == []
+
+
+def test_a_first_run_has_its_cassettes_parsed_ahead_by_a_second_process(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = [saved(tmp_path / f"c{i}.yaml", f"Answer {i}.") for i in range(3)]
+    monkeypatch.setattr(cassette_cache, "PREFETCH_MIN", 2)
+    monkeypatch.setattr(cassette_cache, "_cores", lambda: 2)
+    started: list[object] = []
+    original = cassette_cache.subprocess.Popen
+
+    def popen(*args: object, **kwargs: object) -> object:
+        started.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(cassette_cache.subprocess, "Popen", popen)
+    with cassette_cache.prefetching(paths):
+        for _ in range(600):  # the second process parses them into the cache meanwhile
+            if len(entries(cache)) == 3:
+                break
+            time.sleep(0.05)
+    assert len(started) == 1 and len(entries(cache)) == 3
+    parses: list[str] = []
+    parsed = cassette_cache.parsed
+    monkeypatch.setattr(
+        cassette_cache, "parsed", lambda text, parse: parsed(text, lambda t: parses.append(t))
+    )
+    assert [Cassette.load(p).interactions[0].response().text for p in paths] == [
+        f"Answer {i}." for i in range(3)
+    ]
+    assert parses == []  # every one from the cache: the same data parsing gives
+    assert not list(cache.rglob("*.tmp"))
+    with cassette_cache.prefetching(paths):  # cached now: no second process
+        pass
+    assert len(started) == 1
+
+
+def test_prefetching_is_skipped_when_it_cannot_pay(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = [saved(tmp_path / f"c{i}.yaml") for i in range(3)]
+
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise AssertionError("no second process expected")
+
+    monkeypatch.setattr(cassette_cache.subprocess, "Popen", refuse)
+    with cassette_cache.prefetching(paths):  # fewer than PREFETCH_MIN cassettes
+        pass
+    monkeypatch.setattr(cassette_cache, "PREFETCH_MIN", 2)
+    monkeypatch.setattr(cassette_cache, "_cores", lambda: 1)
+    with cassette_cache.prefetching(paths):  # one core: it would only compete with the run
+        pass
+    monkeypatch.setattr(cassette_cache, "_cores", lambda: 2)
+    monkeypatch.setenv(cassette_cache.CACHE_ENV, "off")
+    with cassette_cache.prefetching(paths):  # no cache to fill
+        pass

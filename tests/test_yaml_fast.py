@@ -8,6 +8,7 @@ error — to the slow path, so messages stay as they were.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from vcr.serializers import yamlserializer
 import agentbench.yaml_source as yaml_source
 from agentbench.replay.cassette import Cassette
 from agentbench.yaml_fast import NotPlainError, fast_path_for, load_plain
-from agentbench.yaml_source import MAX_DEPTH, YamlSyntaxError, load_yaml
+from agentbench.yaml_source import MAX_DEPTH, YamlDocument, YamlSyntaxError, load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 LOADER = yamlserializer._CassetteLoader
@@ -157,3 +158,42 @@ def test_shipped_suite_files_read_as_pyyaml_reads_them(monkeypatch: pytest.Monke
     for path in files:
         text = path.read_text(encoding="utf-8")
         assert _fast_load(text) == _slow_load(text, monkeypatch), path
+
+
+def _walk_view(document: YamlDocument) -> object:
+    return (repr(document.data), document.positions, document.duplicates)
+
+
+def _random_data(rng: random.Random, depth: int = 0) -> object:
+    texts = ["a", "b c", "x: y", "why?", "#no", "- z", "'q'", '"d"', "é", "~", "yes", "1:30", "<<"]
+    if depth > 3 or rng.random() < 0.3:
+        return rng.choice([*texts, 1, -2, 1.5, True, None, "2026-06-30", ""])
+    if rng.random() < 0.5:
+        return {rng.choice(texts): _random_data(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+    return [_random_data(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+
+
+def test_one_walk_of_the_events_builds_what_the_composed_tree_does() -> None:
+    # `_load_walk` (suite files in one pass) gives `_load_fast`'s document — data, positions,
+    # duplicate keys — or hands the text on; it never takes a text the bounds refuse.
+    rng = random.Random(15)
+    texts = [*SUITE_TEXTS, "a: 1\na: 2\nb:\n  c: [1, {d: 2, d: 3}]\n", "- - 1\n  - 2\n- 3\n"]
+    texts += [
+        yaml.dump(_random_data(rng), default_flow_style=rng.choice([None, True, False]))
+        for _ in range(300)
+    ]
+    walked = 0
+    for text in texts:
+        found = yaml_source._load_walk(text)
+        if found is None:
+            continue
+        walked += 1
+        assert yaml_source.check_yaml_bounds(text), text
+        composed = yaml_source._load_fast(text)
+        if composed is None:  # no document at all: both paths give an empty one
+            assert found.data is None and not found.positions, text
+        else:
+            assert _walk_view(found) == _walk_view(composed), text
+    assert walked > 250
+    for text in ("a: &x 1\nb: *x\n", "base: &b {k: 1}\nthis:\n  <<: *b\n", "m: {value?: 1}\n"):
+        assert yaml_source._load_walk(text) is None

@@ -25,6 +25,7 @@ from agentbench.evals.case_runner import CasePlan, CaseSetupError, run_case
 from agentbench.evals.judging import JudgeRecorder
 from agentbench.evals.scorers import Score, ScoreContext, score_all
 from agentbench.evals.stats import Summary, TrialOutcome, divergence_verdict, summarize
+from agentbench.replay import cassette_cache
 from agentbench.replay.cassette import RecordMode
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel
@@ -216,9 +217,8 @@ class Harness:
         run = EvalRun(eval_id, suite_errors=list(suite_errors), code_version=code_version())
         self.check_live_model(suites)
         results_store.start_eval(self.store, run, suites, options)
-        gate = asyncio.Semaphore(options.concurrency)
         self._writer = results_store.ResultWriter(self.store, eval_id)
-        jobs = []
+        queued: list[tuple[Any, Agent, Any, int]] = []
         for suite in suites:
             try:
                 agent = agent_for(suite)
@@ -235,25 +235,34 @@ class Harness:
                         run.outcomes.append(done[key])
                         run.resumed += 1
                         continue
-                    jobs.append(self._trial(gate, run, suite, agent, case, trial))
+                    queued.append((suite, agent, case, trial))
+        # Replayed, each trial reads its case's cassette: a first run parses them meanwhile.
+        cassettes = [] if options.live else [s.cassette_for(c) for s, _, c, _ in queued]
         try:
-            for outcome in await asyncio.gather(*jobs):
-                run.outcomes.append(outcome)
+            with cassette_cache.prefetching(cassettes):
+                await self._run_queued(queued, run)
         finally:
             self._writer.flush()  # interrupted or not, every finished trial is kept
         run.outcomes.sort(key=lambda o: (o.suite, o.case_id, o.trial))
         results_store.finish_eval(self.store, run)
         return run
 
-    async def _trial(
-        self, gate: asyncio.Semaphore, run: EvalRun, suite: Any, agent: Agent, case: Any, trial: int
-    ) -> TrialOutcome:
-        async with gate:
-            outcome = await self.run_trial(suite, agent, case, trial, eval_id=run.eval_id)
-        self._writer.add(outcome)
-        if self.progress is not None:
-            self.progress(outcome)
-        return outcome
+    async def _run_queued(self, queued: list[tuple[Any, Agent, Any, int]], run: EvalRun) -> None:
+        """Run the trials in order, `concurrency` at once: as many workers, each taking the
+        next trial when its last one is done (a task per trial, made up front, would hold a
+        coroutine and a task for every trial of the eval until it ends)."""
+        waiting = iter(queued)
+
+        async def worker() -> None:
+            for suite, agent, case, trial in waiting:
+                outcome = await self.run_trial(suite, agent, case, trial, eval_id=run.eval_id)
+                run.outcomes.append(outcome)
+                self._writer.add(outcome)
+                if self.progress is not None:
+                    self.progress(outcome)
+
+        workers = min(self.options.concurrency, len(queued))
+        await asyncio.gather(*(worker() for _ in range(workers)))
 
     async def run_trial(
         self, suite: Any, agent: Agent, case: Any, trial: int = 1, *, eval_id: str | None = None
@@ -311,6 +320,7 @@ class Harness:
             duration_ms=outcome.duration_ms,
             cost_usd=cost,
             judge=judge.model if judge else None,
+            steps=outcome.steps,  # the trajectory the divergences are found in, made once
         )
         scorers = [spec.build(base_dir=suite.root) for spec in expectations]
         scores = await score_all(scorers, context)
@@ -332,7 +342,7 @@ class Harness:
             **base,
             status=status,
             score=value,
-            scores=redact.value([_score_row(s) for s in scores]),
+            scores=results_store.redacted_rows([_score_row(s) for s in scores], redact),
             run_id=(final.runs or [final])[0].run_id if outcome.turns else None,
             duration_ms=outcome.duration_ms,
             tokens=usage.total_tokens,

@@ -124,7 +124,37 @@ def result_row(
         "recorded_at": datetime.now(UTC),
         "details": _details(outcome),
     }
-    return (redactor or Redactor()).value(row)
+    return _redacted_row(row, redactor or Redactor())
+
+
+_PLAIN_TYPES = (str, int, float, bool, type(None))
+
+
+def _redacted_row(row: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """`redactor.value(row)`, with the row's time (which needs no redaction) left as it is."""
+    rest = {key: value for key, value in row.items() if key != "recorded_at"}
+    return row if _nothing_to_mask([rest], redactor) else redactor.value(row)
+
+
+def redacted_rows(rows: list[dict[str, Any]], redactor: Redactor) -> list[dict[str, Any]]:
+    """`redactor.value(rows)` for rows of plain values (texts, numbers, booleans, None)."""
+    if _nothing_to_mask(rows, redactor):
+        return rows
+    redacted: list[dict[str, Any]] = redactor.value(rows)
+    return redacted
+
+
+def _nothing_to_mask(rows: list[dict[str, Any]], redactor: Redactor) -> bool:
+    """Whether redacting `rows` would leave them as they are, found in one pass over their
+    JSON. Most rows of a trial hold nothing to mask (texts redacted already, or no secret);
+    redacted value by value, their texts — unique to the trial: a score's reason, a score
+    list's JSON — would also be kept in the redactor's cache, ~2 KB a trial until it fills."""
+    if not all(type(value) in _PLAIN_TYPES for row in rows for value in row.values()):
+        return False
+    try:
+        return redactor.clean(orjson.dumps(rows))
+    except orjson.JSONEncodeError:  # an integer past 64 bits, a key that is not text
+        return False
 
 
 def _details(outcome: TrialOutcome) -> str | None:

@@ -10,15 +10,24 @@ or `!!binary` body would come back as a string), so a hit is always what parsing
 The cache is `$AGENTBENCH_CACHE_DIR/cassettes` (default: `~/.cache/agentbench`); it may be
 deleted at any time, and `AGENTBENCH_CACHE_DIR=off` turns it off. A cache that cannot be read
 or written is skipped, never an error: it only ever saves time.
+
+The first run of a large suite (on a new machine, in CI) finds the cache empty: `prefetching`
+then parses the suite's cassettes into it in a second process, on another core, ahead of the
+run that reads them — which parses any it gets to first itself, as it always did.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import re
-from collections.abc import Callable
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,16 +57,20 @@ def parsed(text: str, parse: Callable[[str], Any]) -> Any:
     folder = cache_dir()
     if folder is None:
         return parse(text)
-    key = hashlib.blake2b(
-        f"{PARSE_VERSION}:{__version__}\0{text}".encode(), digest_size=20
-    ).hexdigest()
-    path = folder / key[:2] / f"{key[2:]}.json"
+    path = _entry(folder, text)
     cached = _read(path)
     if cached is not None:
         return cached
     data = parse(text)
     _keep(path, text, data)
     return data
+
+
+def _entry(folder: Path, text: str) -> Path:
+    key = hashlib.blake2b(
+        f"{PARSE_VERSION}:{__version__}\0{text}".encode(), digest_size=20
+    ).hexdigest()
+    return folder / key[:2] / f"{key[2:]}.json"
 
 
 def _read(path: Path) -> Any:
@@ -88,3 +101,97 @@ def _keep(path: Path, text: str, data: Any) -> None:
         tmp.replace(path)
     except OSError as exc:
         log.debug("cassette cache not written (%s): %s", path, exc)
+
+
+# Fewer cassettes than this are parsed faster than a second process starts (~0.5 s).
+PREFETCH_MIN = 100
+
+
+@contextlib.contextmanager
+def prefetching(cassettes: Sequence[Path]) -> Iterator[None]:
+    """While the block runs, a second process parses `cassettes` (YAML ones, in the order
+    they will be read) into the cache — when it is on, they are many, the machine has another
+    core, and the first and last are not cached yet (a suite run before is read from the
+    cache: nothing to do). It is stopped when the block ends, finished or not."""
+    folder = cache_dir()
+    paths = [p for p in dict.fromkeys(cassettes) if p.suffix.lower() != ".json"]
+    if folder is None or len(paths) < PREFETCH_MIN or _cores() < 2 or _cached(folder, paths):
+        yield
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as listing:
+        listing.write("\n".join(str(p) for p in paths))
+    try:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "agentbench.replay.cassette_cache", listing.name],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        log.debug("cassettes not prefetched: %s", exc)
+        Path(listing.name).unlink(missing_ok=True)
+        yield
+        return
+    try:
+        yield
+    finally:
+        _stop(worker)
+        Path(listing.name).unlink(missing_ok=True)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _cached(folder: Path, paths: Sequence[Path]) -> bool:
+    """Whether the first and the last cassette are cached (or cannot be read here)."""
+    for path in (paths[0], paths[-1]):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if not _entry(folder, text.removeprefix("\ufeff")).is_file():
+            return False
+    return True
+
+
+def _stop(worker: subprocess.Popen[bytes]) -> None:
+    """Ask the prefetching process to stop after the cassette it is on (it only ever saves
+    time), and wait for it; one that does not stop within a few seconds is killed."""
+    if worker.poll() is None:
+        worker.terminate()
+    try:
+        worker.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
+
+
+def _prefetch(listing: Path) -> int:
+    """The prefetching process: parse each cassette listed into the cache, in order, until
+    done or told to stop (SIGTERM). A cassette that cannot be parsed is skipped: the run
+    reports it when it reads it."""
+    from agentbench.replay.cassette import _parse
+
+    folder = cache_dir()
+    stop: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    parent = os.getppid()
+    for line in listing.read_text(encoding="utf-8").splitlines():
+        # A run killed outright (SIGKILL) cannot stop us: its end is seen as a new parent.
+        if stop or folder is None or os.getppid() != parent:
+            break
+        path = Path(line)
+        with contextlib.suppress(Exception):
+            # One the run parsed first is skipped unread (a hit would still cost a read).
+            text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
+            if not _entry(folder, text).is_file():
+                _parse(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_prefetch(Path(sys.argv[1])))

@@ -5,16 +5,23 @@ tool text can only ever appear as text. The CSS and JS live beside the templates
 inlined; the Content-Security-Policy allows exactly those two by hash and nothing from
 anywhere else, so the file works offline and an injected tag could not run.
 
-A page is redacted as a whole before it is written (the store's rules for an eval's report,
-the defaults for a diff): stored rows are already redacted, but a store written by an older
-version, or a comparison quoting one, may not be. The inline CSS and JS are put in after, so
-the rules can never alter the code the CSP hashes allow.
+A page is redacted before it is written (the store's rules for an eval's report, the defaults
+for a diff): stored rows are already redacted, but a store written by an older version, or a
+comparison quoting one, may not be. The inline CSS and JS are put in after, so the rules can
+never alter the code the CSP hashes allow.
+
+An eval's report is made and written piece by piece — the page around the trials' details,
+then each trial's detail, read from the store a batch of trials at a time — so its memory
+does not grow with the eval: the pieces meet at JSON punctuation (`,{`), which no redaction
+rule's match can span, so redacting them one by one masks what redacting the whole would.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import secrets
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -27,8 +34,8 @@ from markupsafe import Markup
 from agentbench._version import __version__
 from agentbench.report.comparison import comparison_view
 from agentbench.report.embed import content_security_policy
-from agentbench.report.loading import load_eval
-from agentbench.report.page import eval_context
+from agentbench.report.loading import load_eval, trial_runs
+from agentbench.report.page import detail_texts, page_context
 from agentbench.trace.redact import RedactionRules, Redactor
 
 _PACKAGE = "agentbench.report"
@@ -82,33 +89,71 @@ def _assets() -> tuple[str, str]:
 
 
 def _page(template: str, redactor: Redactor, **context: Any) -> str:
+    return "".join(_page_pieces(template, redactor, context))
+
+
+def _page_pieces(
+    template: str,
+    redactor: Redactor,
+    context: dict[str, Any],
+    details: Iterable[str] | None = None,
+) -> Iterator[str]:
+    """The page, redacted, in pieces: the whole of it, or — with `details`, the pieces of the
+    `details` JSON — the page before them, each of them, and the page after."""
     css, js = _assets()
-    # Stand-ins for the static code while the page is redacted: no rule matches them, and
-    # their random part means no text in the page can pose as one.
+    # Stand-ins for the static code (and the details) while the page is redacted: no rule
+    # matches them, and their random part means no text in the page can pose as one.
     nonce = secrets.token_hex(8)
     stand_ins = {f"@@css-{nonce}@@": css, f"@@js-{nonce}@@": js}
     stand_ins[f"@@csp-{nonce}@@"] = content_security_policy([css], [js])
     css_at, js_at, csp_at = stand_ins
+    details_at = f"@@details-{nonce}@@"
+    if details is not None:
+        context = {**context, "details": Markup(details_at)}
     html = (
         environment()
         .get_template(template)
         .render(css=Markup(css_at), js=Markup(js_at), csp=csp_at, version=__version__, **context)
     )
-    html = redactor.document(html)
-    for stand_in, code in stand_ins.items():
-        html = html.replace(stand_in, code, 1)
+    if details is None:
+        yield _with_code(redactor.document(html), stand_ins)
+        return
+    before, after = html.split(details_at, 1)
+    del html
+    head = _with_code(redactor.document(before), stand_ins)
+    del before
+    yield head
+    del head
+    for piece in details:
+        yield redactor.document(piece)
+    yield _with_code(redactor.document(after), stand_ins)
+
+
+def _with_code(html: str, stand_ins: dict[str, str]) -> str:
+    """The static code put back in place of its stand-ins (those this piece holds), once each."""
+    for stand_in, code in list(stand_ins.items()):
+        if stand_in in html:
+            html = html.replace(stand_in, code, 1)
+            del stand_ins[stand_in]
     return html
+
+
+def _report_pieces(store: Any, eval_id: str, comparison: dict[str, Any] | None) -> Iterator[str]:
+    """One eval's report in pieces; the traces are read as the details are made. The eval
+    is looked up now, so an unknown one is said before anything is written."""
+    data = load_eval(store, eval_id, traces=False)
+    context = {
+        "comparison": comparison_view(comparison) if comparison is not None else None,
+        **page_context(data),
+    }
+    details = detail_texts(data.outcomes, trial_runs(store, eval_id, data.outcomes))
+    redactor = Redactor(getattr(store, "redaction", None) or RedactionRules())
+    return _page_pieces("report.html.j2", redactor, context, details)
 
 
 def render_report(store: Any, eval_id: str, *, comparison: dict[str, Any] | None = None) -> str:
     """The HTML of one eval's report (with a baseline comparison section if given)."""
-    data = load_eval(store, eval_id)
-    return _page(
-        "report.html.j2",
-        Redactor(getattr(store, "redaction", None) or RedactionRules()),
-        comparison=comparison_view(comparison) if comparison is not None else None,
-        **eval_context(data),
-    )
+    return "".join(_report_pieces(store, eval_id, comparison))
 
 
 def write_report(
@@ -118,9 +163,8 @@ def write_report(
     *,
     comparison: dict[str, Any] | None = None,
 ) -> Path:
-    """Write `<out_dir>/<eval_id>/index.html`; returns its path."""
-    html = render_report(store, eval_id, comparison=comparison)
-    return _write(Path(out_dir) / _safe_name(eval_id), html)
+    """Write `<out_dir>/<eval_id>/index.html`, a piece at a time; returns its path."""
+    return _write(Path(out_dir) / _safe_name(eval_id), _report_pieces(store, eval_id, comparison))
 
 
 def render_diff_report(comparison: dict[str, Any]) -> str:
@@ -138,7 +182,7 @@ def write_diff_report(
     """
     del store
     folder = f"diff-{comparison['baseline_eval']}-{comparison['current_eval']}"
-    return _write(Path(out_dir) / _safe_name(folder), render_diff_report(comparison))
+    return _write(Path(out_dir) / _safe_name(folder), [render_diff_report(comparison)])
 
 
 def _safe_name(name: str) -> str:
@@ -146,8 +190,17 @@ def _safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).lstrip(".") or "diff"
 
 
-def _write(folder: Path, html: str) -> Path:
+def _write(folder: Path, pieces: Iterable[str]) -> Path:
+    """Write the page's pieces to `folder/index.html`: into a file beside it first, renamed
+    when whole, so a report that fails half-way leaves the previous one (or none)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "index.html"
-    path.write_text(html, encoding="utf-8")
+    partial = folder / f".index.html.{os.getpid()}.tmp"
+    try:
+        with partial.open("w", encoding="utf-8") as out:
+            for piece in pieces:
+                out.write(piece)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path

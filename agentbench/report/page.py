@@ -8,6 +8,7 @@ at a time (filters apply to all of them), a detail when its row is first expande
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from agentbench.report.charts import Chart, histogram, rate_bars
 from agentbench.report.embed import script_json
 from agentbench.report.loading import EvalData
 from agentbench.report.timeline import trial_detail
+from agentbench.trace.schema import RunTrace
 
 STATUSES = ("passed", "failed", "error", "xfailed", "xpassed", "skipped")
 # Rows the page puts in the table at a time ("show more" adds as many again): the browser
@@ -53,6 +55,11 @@ class SuiteLine:
 
 def eval_context(data: EvalData) -> dict[str, Any]:
     """What the report template shows of `data`; its runs are used up (see `_details_json`)."""
+    return {**page_context(data), "details": _details_json(data)}
+
+
+def page_context(data: EvalData) -> dict[str, Any]:
+    """`eval_context` but the trials' details (`detail_texts` makes those one by one)."""
     outcomes = data.outcomes
     summary = summarize(outcomes)
     rows = _rows(data)
@@ -65,9 +72,6 @@ def eval_context(data: EvalData) -> dict[str, Any]:
         "rows": rows,
         "rows_json": script_json([asdict(row) for row in rows]),
         "page_size": PAGE_SIZE,
-        # One JSON array, parsed on the first expansion: a script element per case would cost
-        # the browser's parser more than the whole table (measured: ~1 s at 2,000 cases).
-        "details": _details_json(data),
         "statuses": [s for s in STATUSES if any(o.status == s for o in outcomes)],
         "suite_names": sorted({o.suite for o in outcomes}),
         "tags": sorted({t for o in outcomes for t in o.tags}),
@@ -80,15 +84,25 @@ def eval_context(data: EvalData) -> dict[str, Any]:
 
 
 def _details_json(data: EvalData) -> Markup:
-    """Every trial's detail as one JSON array, the same bytes `script_json` writes for the
-    whole list, built trial by trial: each trial's runs are let go (taken out of `data.runs`)
-    once its detail is encoded, so a large eval never holds its traces and their details, as
-    Python objects, at once."""
-    parts = []
-    for outcome in data.outcomes:
-        runs = data.runs.pop((outcome.suite, outcome.case_id, outcome.trial), [])
-        parts.append(str(script_json(trial_detail(outcome, runs))))
-    return Markup("[" + ",".join(parts) + "]")
+    """Every trial's detail as one JSON array (the page's `details`), the same bytes
+    `script_json` writes for the whole list, built trial by trial: each trial's runs are let
+    go (taken out of `data.runs`) once its detail is encoded."""
+    keys = [(o.suite, o.case_id, o.trial) for o in data.outcomes]
+    runs = (data.runs.pop(key, []) for key in keys)
+    return Markup("".join(detail_texts(data.outcomes, runs)))
+
+
+def detail_texts(outcomes: list[TrialOutcome], runs: Iterable[list[RunTrace]]) -> Iterator[str]:
+    """The page's `details` — one JSON array, parsed on the first expansion (a script element
+    per case would cost the browser's parser more than the whole table: ~1 s at 2,000 cases)
+    — as pieces: `[`, each trial's detail (`runs` gives each trial's runs, in order) with the
+    comma before it, `]`. Joined, they are the bytes `script_json` writes for the whole list;
+    one at a time, a report never holds more than one trial's traces and detail."""
+    yield "["
+    for index, (outcome, trial_runs) in enumerate(zip(outcomes, runs, strict=True)):
+        text = str(script_json(trial_detail(outcome, trial_runs)))
+        yield "," + text if index else text
+    yield "]"
 
 
 def _counts(outcomes: list[TrialOutcome]) -> dict[str, int]:

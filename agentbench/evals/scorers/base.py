@@ -70,10 +70,12 @@ class ScoreContext:
         duration_ms: float | None = None,
         cost_usd: float | None = None,
         judge: ChatModel | None = None,
+        steps: list[Step] | None = None,
     ) -> ScoreContext:
         """Build the context from the `RunResult` of each turn (`Runner.run`'s return value).
 
         Without `duration_ms`, the case's wall time is the sum of its runs' durations.
+        `steps` is the trajectory of those runs' events when the caller has it already.
         """
         if not turns:
             raise ValueError(f"case {case_id!r}: cannot score a case without any run")
@@ -87,7 +89,7 @@ class ScoreContext:
             result=final,
             turns=list(turns),
             events=events,
-            steps=trajectory(events),
+            steps=trajectory(events) if steps is None else steps,
             output=final.output,
             usage=usage,
             duration_ms=(
