@@ -48,7 +48,6 @@ from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel
 from agentbench.trace.errors import NoSuchRunError
 from agentbench.trace.redact import Redactor
-from agentbench.trace.store import TraceStore
 
 EXIT_UNCHANGED, EXIT_DIVERGED = 0, 1
 
@@ -252,7 +251,7 @@ def replay(
     if cassette is None:
         _check_run_id(target, path)
         if agent_ref is None and suite_dir is None:
-            agent_ref = _serving_agent(open_store(db, wait_s, existing=True), target)
+            agent_ref = _serving_agent(db, wait_s, target)
     suite = _suite_of(suite_dir, cassette)
     # Checked before any code of the user's runs: a replay that cannot go live is not begun.
     why = f"--live-from {live_from}" if live_from is not None else None
@@ -295,14 +294,18 @@ def _check_run_id(target: str, path: Path) -> None:
         )
 
 
-def _serving_agent(store: TraceStore, run_id: str) -> str:
+def _serving_agent(db: Path | None, wait_s: float, run_id: str) -> str:
     """The agent reference a served run was recorded with (`agentbench serve` stores it), for
     a run id replayed without --agent or --suite."""
-    ref = store.run(run_id).run.agent_ref
+    try:
+        ref = open_store(db, wait_s, existing=True).run(run_id).run.agent_ref
+        why = "it was not served by `agentbench serve`, which stores the agent"
+    except UsageError as exc:  # no store, no such run: said after what to do
+        ref, why = None, str(exc)
     if ref is None:
         raise UsageError(
             f"{run_id!r} is not a cassette file, so it is read as a run id; pass the agent "
-            "to replay it with --agent module:attribute (or its suite with --suite DIR)"
+            f"to replay it with --agent module:attribute (or its suite with --suite DIR): {why}"
         )
     click.echo(f"note: replaying with the agent that served the run, {ref}", err=True)
     return ref
