@@ -252,7 +252,8 @@ async def run_case(plan: CasePlan) -> CaseRun:
     """Run every turn of the case; never scores, never raises for the agent's own failures."""
     model, cassette = _model_for(plan)
     recorded_tools = cassette.info.get("tool_results", ()) if cassette else ()
-    tools = ReplayTools(plan.tools, recorded_tools)
+    requests = (i.request for i in cassette.interactions) if cassette else ()
+    tools = ReplayTools(plan.tools, recorded_tools, requests)
     outcome = CaseRun()
     started = time.perf_counter()
     context: Any = plan.context

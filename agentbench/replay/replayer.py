@@ -217,7 +217,9 @@ class Replayer:
             record_mode=self.record_mode,
             live_from=self.live_from,
         )
-        tools = ReplayTools(self.tools, info.get("tool_results", ()))
+        tools = ReplayTools(
+            self.tools, info.get("tool_results", ()), (i.request for i in cassette.interactions)
+        )
         original_run = info.get("source_run") or next(
             (r.get("run_id") for r in info.get("runs", ())), None
         )

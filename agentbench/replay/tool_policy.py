@@ -90,11 +90,56 @@ def _key(tool: str, arguments: Any) -> str:
     return f"{tool}:{orjson.dumps(canonical(arguments), option=orjson.OPT_SORT_KEYS).decode()}"
 
 
-class ReplayTools:
-    """The runner's tool interceptor during replay: applies the policies."""
+class _SentOrder:
+    """Recorded results in the key order the model saw them. A cassette keeps a tool's result
+    as YAML, whose writer sorts mapping keys; the tool messages of the recorded requests keep
+    the order the tool returned. A result sent back in sorted order would be a different tool
+    message, and replay would report drift the code did not cause."""
 
-    def __init__(self, policies: ToolPolicies, recorded: Iterable[dict[str, Any]] = ()) -> None:
+    def __init__(self, requests: Iterable[dict[str, Any]]) -> None:
+        self._requests = requests
+        self._by_value: dict[bytes, Any] | None = None
+
+    def of(self, data: Any) -> Any:
+        if not isinstance(data, dict | list):
+            return data
+        if self._by_value is None:
+            self._by_value = self._index()
+        return self._by_value.get(_sorted(data), data)
+
+    def _index(self) -> dict[bytes, Any]:
+        found: dict[bytes, Any] = {}
+        texts: set[str] = set()  # every request repeats the earlier messages: parse each once
+        for request in self._requests:
+            for message in request.get("messages") or ():
+                text = message.get("content") if message.get("role") == "tool" else None
+                if not isinstance(text, str) or text[:1] not in "{[" or text in texts:
+                    continue
+                texts.add(text)
+                try:
+                    value = orjson.loads(text)
+                except orjson.JSONDecodeError:  # cut short, or not JSON: no order to learn
+                    continue
+                found.setdefault(_sorted(value), value)
+        return found
+
+
+def _sorted(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+class ReplayTools:
+    """The runner's tool interceptor during replay: applies the policies. `requests`: the
+    recorded requests, whose tool messages give recorded results their original key order."""
+
+    def __init__(
+        self,
+        policies: ToolPolicies,
+        recorded: Iterable[dict[str, Any]] = (),
+        requests: Iterable[dict[str, Any]] = (),
+    ) -> None:
         self.policies = policies
+        self._order = _SentOrder(requests)
         self._recorded: dict[str, deque[tuple[dict[str, Any], list[dict[str, Any]]]]] = defaultdict(
             deque
         )
@@ -137,7 +182,7 @@ class ReplayTools:
                 )
         return ToolResult(
             kind=ResultKind(recorded.get("kind", "ok")),
-            data=recorded.get("data"),
+            data=self._order.of(recorded.get("data")),
             error=recorded.get("error"),
             truncated=bool(recorded.get("truncated", False)),
             stop=bool(recorded.get("stop", False)),
