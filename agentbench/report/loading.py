@@ -151,17 +151,9 @@ def _runs_by_trial(
 ) -> dict[TrialKey, list[RunTrace]]:
     by_id = {r.run_id: r for r in runs}
     kids: dict[str, list[RunRecord]] = defaultdict(list)
-    labelled: dict[tuple[str, int], list[RunRecord]] = defaultdict(list)
     for run in runs:
         if run.parent_run_id:
             kids[run.parent_run_id].append(run)
-        if run.case_id is not None and run.trial is not None:
-            labelled[(run.case_id, run.trial)].append(run)
-    # Runs carry the case id but not the suite: when two suites share a case id, fall back to
-    # the conversation of the result's own run.
-    suites_of: dict[tuple[str, int], set[str]] = defaultdict(set)
-    for outcome in outcomes:
-        suites_of[(outcome.case_id, outcome.trial)].add(outcome.suite)
 
     def trace(run: RunRecord) -> RunTrace:
         rows = children.get(run.run_id, {})
@@ -174,27 +166,11 @@ def _runs_by_trial(
             children=kids.get(run.run_id, []),
         )
 
-    def conversation(run_id: str) -> list[RunRecord]:
-        found: list[RunRecord] = []
-        seen: set[str] = set()
-        queue = [run_id]
-        while queue:
-            run = by_id.get(queue.pop(0))
-            if run is not None and run.run_id not in seen:
-                seen.add(run.run_id)
-                found.append(run)
-                queue.extend(child.run_id for child in kids.get(run.run_id, []))
-        return found
-
-    result: dict[TrialKey, list[RunTrace]] = {}
-    for outcome in outcomes:
-        label = (outcome.case_id, outcome.trial)
-        mine = list(labelled.get(label, [])) if len(suites_of[label]) == 1 else []
-        if outcome.run_id and outcome.run_id not in {r.run_id for r in mine}:
-            mine.extend(conversation(outcome.run_id))
-        mine.sort(key=lambda r: (r.started_at, r.run_id))
-        result[outcome.suite, outcome.case_id, outcome.trial] = [trace(r) for r in mine]
-    return result
+    plan = _trial_run_ids(outcomes, runs)
+    return {
+        (outcome.suite, outcome.case_id, outcome.trial): [trace(by_id[i]) for i in ids]
+        for outcome, ids in zip(outcomes, plan, strict=True)
+    }
 
 
 # Trials whose traces are read (and held) at once by `trial_runs`: a few hundred traces are a
@@ -270,11 +246,15 @@ def _read_runs(
     return records, children
 
 
-def _trial_run_ids(outcomes: Sequence[TrialOutcome], refs: list[_RunRef]) -> list[list[str]]:
-    """The ids of each trial's runs, in order: the matching `_runs_by_trial` does."""
+def _trial_run_ids(
+    outcomes: Sequence[TrialOutcome], refs: Sequence[_RunRef] | Sequence[RunRecord]
+) -> list[list[str]]:
+    """The ids of each trial's runs, in the order they started: the runs labelled with its
+    case and trial, and the conversation of the result's own run. Runs carry the case id but
+    not the suite: when two suites share a case id, only the conversation counts."""
     by_id = {r.run_id: r for r in refs}
-    kids: dict[str, list[_RunRef]] = defaultdict(list)
-    labelled: dict[tuple[str, int], list[_RunRef]] = defaultdict(list)
+    kids: dict[str, list[Any]] = defaultdict(list)
+    labelled: dict[tuple[str, int], list[Any]] = defaultdict(list)
     for ref in refs:
         if ref.parent_run_id:
             kids[ref.parent_run_id].append(ref)
@@ -284,8 +264,8 @@ def _trial_run_ids(outcomes: Sequence[TrialOutcome], refs: list[_RunRef]) -> lis
     for outcome in outcomes:
         suites_of[(outcome.case_id, outcome.trial)].add(outcome.suite)
 
-    def conversation(run_id: str) -> list[_RunRef]:
-        found: list[_RunRef] = []
+    def conversation(run_id: str) -> list[Any]:
+        found: list[Any] = []
         seen: set[str] = set()
         queue = [run_id]
         while queue:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentbench.runtime.completions import usage_body
@@ -161,14 +160,3 @@ class ChunkWriter:
 
     def usage(self, usage: Usage) -> dict[str, Any]:
         return {**self.base, "choices": [], "usage": usage_body(usage)}
-
-
-def text_of(output: Any) -> str:
-    """A run's output as the text of an assistant message (structured outputs as JSON)."""
-    if output is None:
-        return ""
-    if isinstance(output, str):
-        return output
-    if isinstance(output, BaseModel):
-        return output.model_dump_json()
-    return orjson.dumps(output, default=str).decode()

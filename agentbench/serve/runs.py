@@ -21,12 +21,12 @@ from typing import Any
 
 import orjson
 
+from agentbench.evals.scorers.text import output_text
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel, Usage
 from agentbench.runtime.run_state import Deadline
 from agentbench.runtime.runner import Runner
 from agentbench.serve.admission import Ticket
-from agentbench.serve.chat import text_of
 from agentbench.trace.redact import Redactor
 
 
@@ -60,7 +60,7 @@ class ServedRun:
 
     @property
     def text(self) -> str:
-        return text_of(self.output)
+        return output_text(self.output)
 
     def add(self, event: Any) -> None:
         self.events.append(event)
