@@ -126,6 +126,12 @@ def test_models_health_and_metrics() -> None:
         (b'{"model": "desk"}', 422, "messages: is required"),
         (b'{"model": "desk", "messages": [{"role": "robot"}]}', 422, "messages[0].role"),
         (
+            b'{"model": "desk", "messages": [{"role": "user", "content": 5}]}',
+            422,
+            "messages[0].content: Input should be a valid string — or — Input should be a "
+            "valid list",
+        ),
+        (
             b'{"model": "desk", "messages": [{"role": "user", "content": "x"}],'
             b' "tools": [{"type": "function", "function": {"name": "f"}}]}',
             422,

@@ -4,6 +4,7 @@ answered 400/422 naming the field — never a 500 with a traceback."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -25,11 +26,18 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+# pydantic names the branch of a union it tried as a step of the location ("str",
+# "list[ChatMessage]"): not a field the client wrote.
+_BRANCH = re.compile(r"^(str|int|float|bool|dict|list|none|[\w-]+\[.*\])$")
+
+
 def field_path(location: tuple[Any, ...] | list[Any]) -> str:
     """`("body", "messages", 0, "role")` → `messages[0].role`."""
     path = ""
     for part in location:
         if part == "body" and not path:
+            continue
+        if isinstance(part, str) and _BRANCH.match(part):
             continue
         if isinstance(part, int):
             path += f"[{part}]"
@@ -52,6 +60,11 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
                 f"{broken.colno}: {broken.msg}",
             )
     path = field_path(first.get("loc", ()))
+    # A union's branches fail at the same place: one message saying what each wanted.
+    here = [e for e in errors if field_path(e.get("loc", ())) == path]
     message = "is required" if first.get("type") == "missing" else first.get("msg", "invalid")
-    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-    return error_response(422, f"{path}: {message}{more}", param=path)
+    if len(here) > 1:
+        message = " — or — ".join(dict.fromkeys(e.get("msg", "invalid") for e in here))
+    more = len(errors) - len(here)
+    tail = f" (and {more} more problems)" if more else ""
+    return error_response(422, f"{path}: {message}{tail}", param=path)
