@@ -312,13 +312,9 @@ def _load_walk(text: str) -> YamlDocument | None:
     the bounds and no walk for `?` — or None for anything but a plain document within
     bounds (an anchor, alias, tag or merge key, nesting past MAX_DEPTH, a `?` in a flow
     scalar, an error): the other paths then read it and report what is wrong as ever."""
-    if _FAST_LOADER is yaml.SafeLoader or _PYYAML_ONLY.search(text):
+    loader = _libyaml_loader(text)
+    if loader is None:
         return None
-    try:
-        yaml.reader.Reader(text)  # the characters PyYAML refuses, refused here too
-    except yaml.YAMLError:
-        return None
-    loader = _FAST_LOADER(text)
     try:
         return _EventWalk(loader).document()
     except (_NotPlainError, yaml.YAMLError, ValueError, TypeError, OverflowError):
@@ -449,17 +445,25 @@ def _event_position(event: Any) -> Position:
     return Position(event.start_mark.line + 1, event.start_mark.column + 1)
 
 
+def _libyaml_loader(text: str) -> Any:
+    """libyaml's loader for `text`, or None when libyaml is not installed, the text needs
+    what only PyYAML does, or holds characters PyYAML refuses (refused here too)."""
+    if _FAST_LOADER is yaml.SafeLoader or _PYYAML_ONLY.search(text):
+        return None
+    try:
+        yaml.reader.Reader(text)
+    except yaml.YAMLError:
+        return None
+    return _FAST_LOADER(text)
+
+
 def _compose_fast(text: str) -> tuple[Any, Node | None] | None:
     """libyaml's node tree of `text` (marks included) and its loader, or None when libyaml is
     not installed or finds anything wrong: a suite of thousands of cases composes ~14× faster
     than with PyYAML's composer, which still reads (and reports) everything else."""
-    if _FAST_LOADER is yaml.SafeLoader or _PYYAML_ONLY.search(text):
+    loader = _libyaml_loader(text)
+    if loader is None:
         return None
-    try:
-        yaml.reader.Reader(text)  # the characters PyYAML refuses, refused here too
-    except yaml.YAMLError:
-        return None
-    loader = _FAST_LOADER(text)
     try:
         node = loader.get_single_node()
     except yaml.YAMLError:
