@@ -235,16 +235,8 @@ class RunRegistry:
         while len(self._done) > self.keep:
             self._runs.pop(self._done.popleft(), None)
 
-    async def drain(self, seconds: float) -> int:
-        """Wait up to `seconds` for every active run, then cancel what is left (stored as
-        cancelled) and wait for those to finish recording. Returns how many were cancelled."""
-        active = self.active
-        if not active:
-            return 0
-        tasks = [run.task for run in active if run.task is not None]
-        _, pending = await asyncio.wait(tasks, timeout=seconds)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
-        return len(pending)
+    async def settled(self) -> None:
+        """Until every active run has finished (and been recorded)."""
+        tasks = [run.task for run in self.active if run.task is not None]
+        if tasks:
+            await asyncio.wait(tasks)

@@ -7,7 +7,6 @@ HTTP, so the same service could sit behind another front end.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,7 +95,6 @@ class Service:
         self.runs.finished_callbacks.append(self._count)
         self._admission: Admission | None = None
         self.draining = False
-        self._shutdown_started: float | None = None
         for agent in self.agents.values():
             if agent.model is None and model is None:
                 raise UsageError(
@@ -165,21 +163,18 @@ class Service:
         if self.draining:
             return
         self.draining = True
-        self._shutdown_started = time.monotonic()
-        self._drain_timer = asyncio.get_running_loop().call_later(
-            self.settings.drain_s, self._cancel_active
-        )
+        asyncio.get_running_loop().call_later(self.settings.drain_s, self._cancel_active)
 
     def _cancel_active(self) -> None:
         for run in self.runs.active:
             run.cancel()
 
     async def shutdown(self) -> None:
-        """After the server stopped: what still runs (background runs) gets what is left of
-        the drain, then is cancelled; every row is committed, the models' connections closed."""
+        """After the server stopped: what still runs (background runs) finishes or is cancelled
+        when the drain runs out (the timer `begin_shutdown` set); then every row is committed
+        and the models' connections are closed."""
         self.begin_shutdown()
-        elapsed = time.monotonic() - (self._shutdown_started or time.monotonic())
-        await self.runs.drain(max(0.0, self.settings.drain_s - elapsed))
+        await self.runs.settled()
         if self.store is not None:
             self.store.close()  # commits every row still queued (blocking: we are stopping)
         models = {id(m): m for m in [self.model, *(a.model for a in self.agents.values())] if m}
