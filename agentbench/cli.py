@@ -13,6 +13,7 @@ import click
 from agentbench._version import __version__
 from agentbench.commands.boundary import DEBUG_ENV, DEBUG_FLAG, Invocation, unexpected
 from agentbench.commands.boundary import report as report_error
+from agentbench.commands.otel import export_otel, import_otel
 from agentbench.commands.promote import promote
 from agentbench.commands.replay import diff, replay
 from agentbench.commands.report import report
@@ -47,6 +48,8 @@ def cli(debug: bool) -> None:
 
 cli.add_command(run_command)
 cli.add_command(traces)
+traces.add_command(export_otel)
+traces.add_command(import_otel)
 cli.add_command(replay)
 cli.add_command(diff)
 cli.add_command(promote)

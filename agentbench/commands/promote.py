@@ -12,6 +12,7 @@ did not finish, failed its eval case or had request drift is refused unless `--f
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,7 @@ WITH RECURSIVE tree(run_id) AS (
     UNION
     SELECT runs.run_id FROM runs JOIN tree ON runs.parent_run_id = tree.run_id
 )
-SELECT run_id, agent, status, stop_reason, error FROM runs
+SELECT run_id, agent, status, stop_reason, error, not_replayable, model FROM runs
 WHERE run_id IN (SELECT run_id FROM tree) ORDER BY started_at, run_id
 """
 
@@ -162,8 +163,58 @@ def _drift(result: dict[str, Any]) -> str | None:
     return f"model call #{first.get('call')} ({first.get('agent')}) changed {changed}{more}"
 
 
-def target_suite(folder: Path) -> Suite:
+def _suite_for(folder: Path, agent_ref: str | None, stored: StoredConversation) -> Suite:
+    """The suite to add the case to; with --agent and no suite in `folder`, a new one."""
+    made = agent_ref is not None and not (folder / SUITE_FILE).exists()
+    if not made:
+        return target_suite(folder, agent_ref)
+    assert agent_ref is not None
+    if folder.is_dir() and any(folder.glob(f"*/{SUITE_FILE}")):
+        target_suite(folder)  # says it is a folder of suites
+    new_suite(folder, agent_ref, stored.runs[0].get("model") if stored.runs else None)
+    click.echo(f"new suite {folder.name} in {folder} for agent {agent_ref}")
+    try:
+        return target_suite(folder)
+    except UsageError:
+        (folder / SUITE_FILE).unlink()
+        raise
+
+
+def new_suite(folder: Path, agent_ref: str, model: str | None) -> None:
+    """A suite folder for promoted cases of `agent_ref` (cassettes kept inside it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    suite = {
+        "name": folder.name,
+        "description": f"Cases promoted from stored runs, replayed against {agent_ref}.",
+        "agent": _suite_agent(agent_ref, folder),
+        "model": {"name": model or "recorded"},
+        "cassettes": "cassettes",
+    }
+    (folder / SUITE_FILE).write_text(yaml.safe_dump(suite, sort_keys=False, allow_unicode=True))
+
+
+def _suite_agent(agent_ref: str, folder: Path) -> str:
+    """The agent as the suite names it: a file path is resolved from the suite's folder, so
+    one given relative to where the command ran is rewritten relative to the suite (or made
+    absolute when that would climb out of the suite's tree)."""
+    module, _, attribute = agent_ref.rpartition(":")
+    if not module.endswith(".py"):
+        return agent_ref
+    path = Path(module).resolve()
+    relative = os.path.relpath(path, folder.resolve())
+    return f"{path if relative.startswith('..' + os.sep + '..') else relative}:{attribute}"
+
+
+def target_suite(folder: Path, agent_ref: str | None = None) -> Suite:
     """The suite in `folder`, or one line saying why `folder` is not a suite folder."""
+    if agent_ref is not None and (folder / SUITE_FILE).is_file():
+        suite = load_suite(folder)
+        if suite.agent not in (agent_ref, _suite_agent(agent_ref, folder)):
+            raise UsageError(
+                f"--agent {agent_ref}: suite {suite.name!r} in {folder} already runs agent "
+                f"{suite.agent}; leave --agent out, or promote into a new folder"
+            )
+        return suite
     if not folder.is_dir():
         raise UsageError(
             f"--suite {folder}: no such folder (expected a suite folder holding {SUITE_FILE}, "
@@ -225,6 +276,14 @@ Examples:
 )
 @click.option("--id", "case_id", default=None, help="Case id (default: promoted-<run id>).")
 @click.option(
+    "--agent",
+    "agent_ref",
+    default=None,
+    metavar="MODULE:ATTR",
+    help="The agent the suite replays; with a folder that holds no suite yet, a new suite for "
+    "it is made there (for runs recorded elsewhere, such as imported OpenTelemetry traces).",
+)
+@click.option(
     "--force",
     is_flag=True,
     help="Promote even a run that did not finish, failed its eval case or had request drift "
@@ -235,14 +294,20 @@ def promote(
     run_id: str,
     suite_dir: Path,
     case_id: str | None,
+    agent_ref: str | None,
     force: bool,
     db: Path | None,
     wait_s: float,
 ) -> int:
     """Turn stored run RUN_ID into a golden case of the suite."""
-    suite = target_suite(suite_dir)
     store = open_store(db, wait_s, existing=True)
     stored = read_conversation(store, run_id)
+    blocked = next((run for run in stored.runs if run.get("not_replayable")), None)
+    if blocked is not None:  # no --force: without its messages there is nothing to replay
+        raise UsageError(
+            f"run {blocked['run_id']} cannot be promoted: {blocked['not_replayable']}"
+        )
+    suite = _suite_for(suite_dir, agent_ref, stored)
     if stored.missing_parent is not None:
         click.echo(
             f"warning: run {stored.root} was handed off from {stored.missing_parent}, which is "
@@ -284,6 +349,10 @@ def promote(
         else:
             cases_file.write_text(before)
         raise
+    # As the harness writes it: `agentbench replay CASSETTE` then finds the suite, and so
+    # the agent, from the cassette alone.
+    folder = os.path.relpath(suite_dir.resolve(), cassette_path.parent)
+    cassette.update_info(suite=reloaded.name, case=case_id, suite_dir=Path(folder).as_posix())
     cassette.save(cassette_path)
     source = next((c.source for c in reloaded.cases if c.id == case_id), None)
     at = f"{source[0].resolve()}:{source[1]}" if source else str(cases_file.resolve())

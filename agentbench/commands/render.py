@@ -104,7 +104,11 @@ def timeline(trace: RunTrace) -> str:
         lines.append(f"  parent   {run.parent_run_id}")
     if run.eval_id or run.case_id:
         lines.append(f"  eval     {run.eval_id or '—'} case {run.case_id or '—'} trial {run.trial}")
-    if run.request_id or run.conversation_id:
+    if run.origin:
+        lines.append(f"  imported {_origin_text(run.origin)}")
+        if run.not_replayable:
+            lines.append(f"  cannot be replayed: {run.not_replayable}")
+    elif run.request_id or run.conversation_id:
         lines.append(
             f"  served   request {run.request_id or '—'} conversation "
             f"{run.conversation_id or '—'} by {run.agent_ref or '?'}"
@@ -207,3 +211,17 @@ _DESCRIBERS: dict[type, Callable[[Any], str]] = {
     ContextDiffRecord: _context,
     EventRecord: _event,
 }
+
+
+def _origin_text(origin: str) -> str:
+    """Where an imported run came from, in one line (its stored origin is JSON)."""
+    found = loads(origin)
+    if not isinstance(found, dict):
+        return str(origin)
+    text = f"from {found.get('file', '?')} · trace {found.get('trace_id', '?')}"
+    text += f" · {found.get('instrumentation', '?')}"
+    if found.get("content"):
+        text += f" ({', '.join(found['content'])})"
+    if found.get("joined_traces"):
+        text += f" · {len(found['joined_traces']) + 1} traces joined by conversation"
+    return text

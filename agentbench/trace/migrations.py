@@ -195,6 +195,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE runs ADD COLUMN agent_ref VARCHAR;
         """,
     ),
+    Migration(
+        7,
+        "imported runs say where they came from",
+        # `agentbench traces import-otel`: a run made from another program's OpenTelemetry
+        # spans keeps its file, trace id and instrumentation, and — when its spans carried no
+        # message content — why it cannot be replayed, which `promote` refuses on.
+        """
+        ALTER TABLE runs ADD COLUMN origin VARCHAR;
+        ALTER TABLE runs ADD COLUMN not_replayable VARCHAR;
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].id
 MARKER_TABLE = "schema_migrations"

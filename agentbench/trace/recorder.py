@@ -65,6 +65,10 @@ class RunLabels:
     request_id: str | None = None
     conversation_id: str | None = None
     agent_ref: str | None = None
+    # A run imported from OpenTelemetry spans: where it came from (JSON), and why it cannot be
+    # replayed when its spans carried no message content.
+    origin: str | None = None
+    not_replayable: str | None = None
 
 
 @dataclass
@@ -148,6 +152,8 @@ class TraceRecorder:
             "request_id": self.labels.request_id,
             "conversation_id": self.labels.conversation_id,
             "agent_ref": self.labels.agent_ref,
+            "origin": self.labels.origin,
+            "not_replayable": self.labels.not_replayable,
             "agent": event.agent,
             "model": None,
             "input": None,

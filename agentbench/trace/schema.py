@@ -109,6 +109,8 @@ class RunRecord(TraceRecord):
     request_id: str | None = None  # served runs (`agentbench serve`): the HTTP request id,
     conversation_id: str | None = None  # the client's conversation id,
     agent_ref: str | None = None  # and the module:attribute that served it
+    origin: JsonText | None = None  # an imported run (`traces import-otel`): file, trace, source
+    not_replayable: str | None = None  # why an imported run cannot be replayed (no content)
 
 
 class LlmCallRecord(TraceRecord):
@@ -286,8 +288,16 @@ class RunRows:
         self.parts.extend(other.parts)
 
     def row_count(self) -> int:
-        """Rows held here (not counting `parts`)."""
-        return sum(len(self.table(name)) for name in _WITH_RESULTS)
+        """Rows held here (not counting `parts`). Spelled out: the recorder asks at every
+        model request, and a loop over the table names costs several times more."""
+        return (
+            len(self.runs)
+            + len(self.llm_calls)
+            + len(self.tool_calls)
+            + len(self.context_diffs)
+            + len(self.events)
+            + len(self.results)
+        )
 
     def as_dict(self) -> dict[str, list[dict[str, Any]]]:
         return {name: self.table(name) for name in _WITH_RESULTS if self.table(name)}
