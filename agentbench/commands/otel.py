@@ -132,6 +132,14 @@ def import_otel(db: Path | None, wait_s: float, paths: tuple[Path, ...]) -> None
         if missing:
             unreplayable += 1
             click.echo(f"  cannot be replayed: {missing}")
+        elif any(
+            "tools" not in content.request and content.response.tool_calls
+            for _, content in run.calls
+        ):
+            click.echo(
+                "  note: the spans carry no tool definitions (openai-v2 does not record them): "
+                "a replay reports the agent's `tools` as request drift"
+            )
     click.echo(
         f"{len(summary.stored)} run(s) stored in {store.path}"
         + (f", {len(summary.skipped)} already there" if summary.skipped else "")
