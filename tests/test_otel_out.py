@@ -10,6 +10,8 @@ golden suites' runs checks that agentbench → OTel → agentbench keeps every f
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -316,3 +318,25 @@ def test_export_without_content_says_it_cannot_be_replayed(
         ]
     )
     assert again.read_text() == out.read_text()
+
+
+def test_without_the_otel_extra_the_commands_say_what_to_install(tmp_path: Path) -> None:
+    script = (
+        "import sys; sys.modules['opentelemetry'] = None\n"
+        "from agentbench.cli import main\n"
+        f"sys.exit(main(['traces', 'import-otel', {str(tmp_path)!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'agentbench[otel]'" in done.stderr and "Traceback" not in done.stderr
+    imported = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, agentbench.cli; "
+            "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert imported.stdout.strip() == "[]"  # the CLI starts without importing OpenTelemetry
