@@ -20,6 +20,7 @@ from agentbench.commands.report import report
 from agentbench.commands.run import run as run_command
 from agentbench.commands.schema import schema
 from agentbench.commands.serve import serve
+from agentbench.commands.tools import tools
 from agentbench.commands.traces import traces
 from agentbench.errors import AgentbenchError, UsageError
 
@@ -56,6 +57,7 @@ cli.add_command(promote)
 cli.add_command(schema)
 cli.add_command(report)
 cli.add_command(serve)
+cli.add_command(tools)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,6 +36,7 @@ POLICIES = {
     "reference-brakes": "golden.brakes.reference",
     "reference-memory": "golden.memory.reference",
     "reference-mechanisms": "golden.mechanisms.reference",
+    "reference-mcp-time": "golden.mcp_time.reference",
 }
 
 

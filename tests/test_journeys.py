@@ -42,6 +42,7 @@ AGENTS = {
     "sre": "golden.sre.agent:sre_agent",
     "memory": "golden.memory.agent:travel_agent",
     "mechanisms": "golden.mechanisms.agent:desk",
+    "mcp_time": "golden.mcp_time.agent:clock_agent",
 }
 
 
@@ -163,6 +164,19 @@ CHANGES: dict[str, list[Change]] = {
             "context_scope",
             {"extra_step", "missing_step", "context_changed"},
             edit('-7f3a", scope="request")', '-7f3a")'),
+        ),
+    ],
+    "mcp_time": [
+        change("tool_result", {"tool_result_changed"}, edit('"Europe/Oslo"', '"Europe/Stockholm"')),
+        # The MCP server's tool changed (its snapshot re-written): the model is shown another tool.
+        change(
+            "mcp_schema",
+            {"request_drift"},
+            edit(
+                '"Convert time between timezones"',
+                '"Convert a time between time zones"',
+                file="time_tools.json",
+            ),
         ),
     ],
 }

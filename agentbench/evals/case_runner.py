@@ -13,6 +13,7 @@ model answers from that call on, so what is scored is the real continuation.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -35,7 +36,7 @@ from agentbench.replay.models import (
     unanswered_divergences,
 )
 from agentbench.replay.session import continue_conversation, conversation_metadata
-from agentbench.replay.tool_policy import ReplayTools, ToolPolicies
+from agentbench.replay.tool_policy import ReplayTools, ToolPolicies, ToolPolicy
 from agentbench.replay.trajectory import Step, model_call_position, trajectory
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context
@@ -253,7 +254,20 @@ async def run_case(plan: CasePlan) -> CaseRun:
     model, cassette = _model_for(plan)
     recorded_tools = cassette.info.get("tool_results", ()) if cassette else ()
     requests = (i.request for i in cassette.interactions) if cassette else ()
-    tools = ReplayTools(plan.tools, recorded_tools, requests)
+    policies = plan.tools
+    if isinstance(model, RecordingModel):
+        # A fresh recording has no results to replay: the tools it records must really run.
+        policies = dataclasses.replace(
+            policies,
+            default=ToolPolicy.LIVE
+            if policies.default is ToolPolicy.RECORDED
+            else policies.default,
+            per_tool={
+                name: ToolPolicy.LIVE if rule is ToolPolicy.RECORDED else rule
+                for name, rule in policies.per_tool.items()
+            },
+        )
+    tools = ReplayTools(policies, recorded_tools, requests)
     outcome = CaseRun()
     started = time.perf_counter()
     context: Any = plan.context

@@ -330,3 +330,43 @@ def nearest(
     ]
     scored.sort(key=lambda item: (item[0], item[1]))
     return [(index, changes) for _, index, changes in scored[:limit]]
+
+
+def fallback_drift(
+    recorded: dict[str, Any] | None, current: dict[str, Any] | list[str] | None
+) -> list[Change]:
+    """How a model call's fallback path differs from the recorded one (`FallbackModel`).
+
+    `recorded` is the recording's fallback record (`ModelResponse.fallback`: `answered_by`,
+    `chain`, `failed`), None when the first model answered. `current` is the current run's
+    record, or — when the recorded answer is served, so no model ran — the chain of model
+    names the code would now try: the path drifts when the model that answered is no longer
+    in the chain, or is no longer reached after the same models.
+    """
+    if isinstance(current, list):
+        if recorded is None:
+            return []
+        answered = recorded.get("answered_by")
+        tried = [f.get("model") for f in recorded.get("failed") or ()]
+        if answered in current and current[: current.index(answered)] == tried:
+            return []
+        return [Change("fallback.chain", "changed", recorded.get("chain"), current)]
+    old, new = _path_of(recorded), _path_of(current)
+    if old == new:
+        return []
+    if recorded is None or current is None:
+        kind: Literal["added", "removed"] = "added" if recorded is None else "removed"
+        return [Change("fallback", kind, old=recorded, new=current)]
+    changes = []
+    if old[-1] != new[-1]:
+        changes.append(Change("fallback.answered_by", "changed", old[-1], new[-1]))
+    if old[:-1] != new[:-1]:
+        changes.append(Change("fallback.failed", "changed", old[:-1], new[:-1]))
+    return changes
+
+
+def _path_of(record: dict[str, Any] | None) -> list[Any]:
+    """The models a call went through, the one that answered last."""
+    if record is None:
+        return []
+    return [*(f.get("model") for f in record.get("failed") or ()), record.get("answered_by")]

@@ -85,6 +85,15 @@ class ModelResponse(_EventBase):
     def latency_ms(self) -> float:
         return self.response.latency_ms
 
+    @property
+    def fallback(self) -> dict[str, Any] | None:
+        """Which model of a `FallbackModel` answered and why those before it did not
+        (`answered_by`, `chain`, `failed`); None when the first model answered. Read from the
+        response body, where the trace store and cassettes keep it (runtime/fallback.py)."""
+        from agentbench.runtime.fallback import fallback_of
+
+        return fallback_of(self.response)
+
 
 class TextDelta(_EventBase):
     kind: Literal["text_delta"] = "text_delta"

@@ -1,0 +1,301 @@
+"""An MCP server's tools as agentbench `Tool`s.
+
+Each tool keeps the server's name (optionally prefixed), description and input schema; its
+effect comes from the server's annotations (`readOnlyHint` → read_only; `destructiveHint`, or
+`readOnlyHint: false` → write; none → unknown) and `idempotentHint` says whether it is safe to
+repeat. Arguments are checked against the server's schema before the call (a mismatch goes back
+to the model, like any tool's), the tool's timeout holds, and results keep the three states:
+`isError` is the tool's own "no" (business failure), a protocol or transport failure is a
+system error. Structured content is the result's data; text that says more than the structured
+content is kept beside it.
+
+An agent is usually defined at import, where connecting to a server would make importing it
+(for `agentbench run golden/`, for replay) depend on the server. `schema=PATH` keeps the tool
+list in a JSON file checked in next to the agent: read when present, so the agent is defined
+without the server (or the `mcp` package), and written from the live server when absent (the
+cassette "once" rule). The server is then started only when a tool actually runs, which a
+replay with the tools `recorded` never does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from jsonschema import SchemaError
+from jsonschema.validators import validator_for
+from pydantic import ValidationError
+from pydantic_core import PydanticCustomError
+
+from agentbench.errors import ToolDefinitionError, one_line
+from agentbench.runtime.context import RunContext
+from agentbench.runtime.mcp import connection as conn
+from agentbench.runtime.mcp.servers import McpServer
+from agentbench.runtime.tools import (
+    DEFAULT_MAX_RESULT_CHARS,
+    BusinessFailure,
+    Effect,
+    Tool,
+    ToolResult,
+)
+
+DEFAULT_MCP_TIMEOUT_S = 30.0
+SNAPSHOT_VERSION = 1
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+async def _no_arguments() -> None:  # the base class's schema; McpTool replaces it
+    return None
+
+
+class McpTool(Tool):
+    """One tool of an MCP server; `remote_name` is its name on the server."""
+
+    def __init__(
+        self,
+        server: McpServer,
+        spec: dict[str, Any],
+        *,
+        name: str,
+        timeout_s: float | None,
+        max_result_chars: int,
+    ) -> None:
+        self.server = server
+        self.remote_name: str = spec["name"]
+        annotations = spec.get("annotations") or {}
+        super().__init__(
+            _no_arguments,
+            name=name,
+            description=spec.get("description") or spec.get("title") or "",
+            effect=effect_of(annotations),
+            timeout_s=timeout_s,
+            idempotent=bool(annotations.get("idempotentHint"))
+            or effect_of(annotations) is Effect.READ_ONLY,
+            max_result_chars=max_result_chars,
+        )
+        self.parameters = _checked_schema(server, self.remote_name, spec.get("inputSchema"))
+        self._validator = validator_for(self.parameters)(self.parameters)
+        self.fn = self._call
+        self.__name__ = name
+        self.__doc__ = self.description
+
+    def __repr__(self) -> str:
+        return (
+            f"McpTool({self.name!r}, server={self.server.describe()!r}, "
+            f"effect={self.effect.value}, timeout_s={self.timeout_s})"
+        )
+
+    @property
+    def source(self) -> str:
+        return f"mcp {self.server.describe()}"
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Check the arguments against the server's schema; pydantic's ValidationError when
+        they do not match (what the runner turns into an observation for the model)."""
+        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
+        if not errors:
+            return dict(arguments)
+        raise ValidationError.from_exception_data(
+            f"{self.name} arguments",
+            [
+                {
+                    "type": PydanticCustomError("json_schema", "{message}", {"message": e.message}),
+                    "loc": tuple(e.absolute_path),
+                    "input": e.instance,
+                }
+                for e in errors
+            ],
+        )
+
+    async def run(self, kwargs: dict[str, Any], context: RunContext | None = None) -> ToolResult:
+        """Start the server if it is not running (outside the tool's timeout, under the
+        server's startup_timeout_s), then call it under the timeout."""
+        try:
+            conn.require_sdk()
+            link = conn.connection(self.server)
+            await conn.run(link.session())
+        except Exception as exc:
+            return ToolResult.system_error(f"tool {self.name!r}: {one_line(exc)}")
+        return await super().run(kwargs, context)
+
+    async def _call(self, **arguments: Any) -> Any:
+        from mcp.shared.exceptions import MCPError
+
+        link = conn.connection(self.server)
+        repeatable = self.idempotent or self.effect is Effect.READ_ONLY
+        try:
+            result = await conn.run(link.call(self.remote_name, arguments, repeatable=repeatable))
+        except MCPError as exc:
+            # A JSON-RPC error is the protocol's failure, never the tool's answer.
+            return ToolResult.system_error(
+                f"{link.where} answered {self.remote_name!r} with error {exc.code}: {exc.message}"
+            )
+        except ValidationError as exc:
+            return ToolResult.system_error(
+                f"{link.where} sent a result for {self.remote_name!r} that is not a valid "
+                f"CallToolResult: {one_line(exc, 300)}"
+            )
+        except conn.McpServerError as exc:
+            return ToolResult.system_error(str(exc))
+        return tool_result(result)
+
+
+def effect_of(annotations: dict[str, Any]) -> Effect:
+    """The effect the server's annotations declare; read-only wins over destructive (MCP:
+    destructiveHint means nothing for a read-only tool)."""
+    read_only = annotations.get("readOnlyHint")
+    if read_only is True:
+        return Effect.READ_ONLY
+    if read_only is False or annotations.get("destructiveHint") is True:
+        return Effect.WRITE
+    return Effect.UNKNOWN
+
+
+def tool_result(result: Any) -> Any:
+    """What the tool returns for a `CallToolResult`: its data, or a BusinessFailure raised
+    for `isError` (the tool's own "no")."""
+    text = _text_of(result.content)
+    structured = result.structured_content
+    if result.is_error:
+        raise BusinessFailure(text or "the tool reported an error without a message", structured)
+    if structured is None:
+        return text
+    if not text or _same_json(text, structured):
+        return structured  # the text is the structured content's serialization (MCP's advice)
+    if isinstance(structured, dict) and list(structured) == ["result"]:
+        # A tool returning a plain value: the SDKs wrap it as {"result": value} beside its text.
+        value = structured["result"]
+        if text == value or _same_json(text, value):
+            return value
+    return {"structured": structured, "text": text}
+
+
+def _text_of(content: Iterable[Any]) -> str:
+    parts = []
+    for block in content:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind in ("image", "audio"):
+            size = len(block.data) * 3 // 4
+            parts.append(f"[{kind} {block.mime_type}, {size:,} bytes]")
+        elif kind == "resource_link":
+            parts.append(f"[resource {block.uri}]")
+        elif kind == "resource":
+            inner = block.resource
+            parts.append(getattr(inner, "text", None) or f"[resource {inner.uri}]")
+        else:
+            parts.append(f"[{kind} content]")
+    return "\n".join(parts)
+
+
+def _same_json(text: str, value: Any) -> bool:
+    try:
+        return bool(orjson.loads(text) == value)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _checked_schema(server: McpServer, tool: str, schema: Any) -> dict[str, Any]:
+    where = f"MCP server ({server.describe()}), tool {tool!r}: inputSchema"
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        raise ToolDefinitionError(
+            f"{where}: expected a JSON Schema of type 'object' (the tool's arguments), got "
+            f"{orjson.dumps(schema).decode()[:200]}; leave the tool out with include=[...]"
+        )
+    try:
+        validator_for(schema).check_schema(schema)
+    except SchemaError as exc:
+        at = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise ToolDefinitionError(
+            f"{where}: not a valid JSON Schema at {at}: {one_line(exc.message, 200)}; "
+            "leave the tool out with include=[...]"
+        ) from None
+    return {**schema, "type": "object"}
+
+
+def local_name(remote: str, prefix: str | None) -> str:
+    """The tool's name for the model: prefixed, with characters OpenAI refuses replaced."""
+    name = f"{prefix}_{remote}" if prefix else remote
+    return _UNSAFE_NAME.sub("_", name)[:64]
+
+
+def mcp_tools(
+    server: McpServer,
+    *,
+    prefix: str | None = None,
+    include: Iterable[str] | None = None,
+    timeout_s: float | None = DEFAULT_MCP_TIMEOUT_S,
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    schema: str | Path | None = None,
+) -> list[Tool]:
+    """The tools of `server` (those named in `include`, by their server names), as `Tool`s.
+
+    Without `schema`, the server is started now and asked for its tools. With `schema` (a
+    JSON file), the tool list is read from it when it exists — the server is then started
+    only when a tool runs — and written from the server when it does not.
+    """
+    specs = _specs(server, Path(schema) if schema is not None else None)
+    wanted = None if include is None else list(include)
+    if wanted is not None:
+        known = {spec["name"] for spec in specs}
+        missing = [name for name in wanted if name not in known]
+        if missing:
+            raise ToolDefinitionError(
+                f"MCP server ({server.describe()}) has no tool named "
+                f"{', '.join(map(repr, missing))}; its tools: {', '.join(sorted(known))}"
+            )
+        specs = [spec for spec in specs if spec["name"] in wanted]
+    return [
+        McpTool(
+            server,
+            spec,
+            name=local_name(spec["name"], prefix),
+            timeout_s=timeout_s,
+            max_result_chars=max_result_chars,
+        )
+        for spec in specs
+    ]
+
+
+def _specs(server: McpServer, snapshot: Path | None) -> list[dict[str, Any]]:
+    if snapshot is not None and snapshot.exists():
+        return read_snapshot(snapshot)
+    conn.require_sdk()
+    link = conn.connection(server)
+    specs = conn.run_blocking(link.list_tools())
+    if snapshot is not None:
+        write_snapshot(snapshot, server, specs)
+    return specs
+
+
+def write_snapshot(path: Path, server: McpServer, specs: list[dict[str, Any]]) -> None:
+    """The tool list as the server sent it, and which server (its command or URL only)."""
+    data = {"version": SNAPSHOT_VERSION, "server": server.describe(), "tools": specs}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def read_snapshot(path: Path) -> list[dict[str, Any]]:
+    """The tools of a snapshot file; ToolDefinitionError names the file and what is wrong."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ToolDefinitionError(f"{path}: cannot read the MCP tool snapshot: {exc}") from None
+    if not isinstance(data, dict) or data.get("version") != SNAPSHOT_VERSION:
+        raise ToolDefinitionError(
+            f"{path}: not an MCP tool snapshot of version {SNAPSHOT_VERSION} (expected "
+            '{"version": 1, "server": ..., "tools": [...]}); delete it to write it again'
+        )
+    tools = data.get("tools")
+    if not isinstance(tools, list):
+        raise ToolDefinitionError(f"{path}: field 'tools': expected a list of MCP tools")
+    for index, spec in enumerate(tools):
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise ToolDefinitionError(
+                f"{path}: tools[{index}]: expected an MCP tool with a 'name' and 'inputSchema'"
+            )
+    return tools
