@@ -13,6 +13,8 @@ import click
 from agentbench._version import __version__
 from agentbench.commands.boundary import DEBUG_ENV, DEBUG_FLAG, Invocation, unexpected
 from agentbench.commands.boundary import report as report_error
+from agentbench.commands.gate import gate
+from agentbench.commands.merge import merge
 from agentbench.commands.otel import export_otel, import_otel
 from agentbench.commands.promote import promote
 from agentbench.commands.replay import diff, replay
@@ -57,6 +59,8 @@ cli.add_command(promote)
 cli.add_command(schema)
 cli.add_command(report)
 cli.add_command(serve)
+cli.add_command(merge)
+cli.add_command(gate)
 cli.add_command(tools)
 
 

@@ -105,7 +105,7 @@ Examples:
 """,
 )
 @store_options
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 def import_otel(db: Path | None, wait_s: float, paths: tuple[Path, ...]) -> None:
     """Store the GenAI spans in OTLP/JSON FILES (or folders of them) as runs."""
     importer = _otel("importer")

@@ -26,8 +26,11 @@ from agentbench.errors import UsageError
 from agentbench.evals.against import run_against
 from agentbench.evals.baseline import check_baseline_spec
 from agentbench.evals.dataset import discover
+from agentbench.evals.executors import make_executor
 from agentbench.evals.harness import Harness, HarnessOptions
+from agentbench.evals.lake import lake_folder, write_lake
 from agentbench.evals.results_store import check_resumable
+from agentbench.evals.shards import Shard
 from agentbench.replay.cassette import RecordMode
 from agentbench.trace.code_version import anchor, code_version, find_work_tree
 from agentbench.trace.store import default_path
@@ -148,6 +151,41 @@ Examples:
 )
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary and results as JSON.")
+@click.option(
+    "--shard",
+    default=None,
+    metavar="K/N",
+    help="Run part K of N of the trials (balanced by recorded steps, stable as cases are "
+    "added), for a CI job matrix; `agentbench merge` joins the parts.",
+)
+@click.option(
+    "--eval-id",
+    default=None,
+    metavar="ID",
+    help="Record under this eval id [default: new; with --shard, one every shard of the CI "
+    "run derives alike].",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where trials run: this process, or Ray tasks (the `ray` extra).",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    metavar="ADDRESS",
+    help="With --executor ray: the cluster to join (auto, ray://host:10001) [default: a "
+    "local Ray started for this run].",
+)
+@click.option(
+    "--results",
+    "results_lake",
+    default=None,
+    metavar="parquet://DIR",
+    help="Also write this eval's evals, results and traces to DIR as date-partitioned Parquet.",
+)
 @store_options
 def run(
     paths: tuple[Path, ...],
@@ -172,6 +210,11 @@ def run(
     report_dir: Path | None,
     no_report: bool,
     as_json: bool,
+    shard: str | None,
+    eval_id: str | None,
+    executor: str,
+    ray_address: str | None,
+    results_lake: str | None,
     db: Path | None,
     wait_s: float,
 ) -> int:
@@ -197,11 +240,14 @@ def run(
         allow_drift=allow_drift,
         live_from_divergence=live_from_divergence,
         resume=resume,
+        shard=_shard(shard, resume, eval_id),
+        eval_id=eval_id,
     )
+    lake = lake_folder(results_lake) if results_lake is not None else None
     if baseline is not None and against is not None:
         raise UsageError("--baseline and --against both name a baseline; give one")
     store = open_store(db or default_path(root), wait_s)
-    harness = Harness(store, options)
+    harness = Harness(store, options, executor=make_executor(executor, ray_address, root))
     harness.check_live_model(found.suites)
     total = harness.planned_trials(found.suites)
     if filters and total == 0:
@@ -226,6 +272,9 @@ def run(
         harness.progress = tick
         result = asyncio.run(harness.run(found.suites, [str(e) for e in found.errors]))
     store.flush()
+    if lake is not None:
+        written_to = write_lake(store, result.eval_id, lake, options.shard)
+        click.echo(f"results: {written_to} (Parquet)", err=True)
     verdict = judge(
         store,
         result,
@@ -254,6 +303,13 @@ def run(
     if result.summary.errors and fail_under is None:
         return EXIT_INFRA
     return EXIT_GATE if verdict.gate_failed else EXIT_OK
+
+
+def _shard(text: str | None, resume: str | None, eval_id: str | None) -> Shard | None:
+    """--shard parsed; --resume names the eval to continue, so it takes no --eval-id."""
+    if resume is not None and eval_id is not None and resume != eval_id:
+        raise UsageError("--resume names the eval to continue; leave --eval-id out")
+    return Shard.parse(text) if text is not None else None
 
 
 def _harness_args(

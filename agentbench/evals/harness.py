@@ -9,7 +9,6 @@ interrupted eval can be resumed. A suite that cannot load never stops the others
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import fnmatch
 import os
@@ -22,8 +21,10 @@ from typing import Any
 from agentbench.errors import AgentbenchError, UsageError, one_line
 from agentbench.evals import results_store
 from agentbench.evals.case_runner import CasePlan, CaseSetupError, run_case
+from agentbench.evals.executors import Executor, LocalExecutor
 from agentbench.evals.judging import JudgeRecorder
 from agentbench.evals.scorers import Score, ScoreContext, score_all
+from agentbench.evals.shards import Shard, recorded_calls, shared_eval_id, trial_name
 from agentbench.evals.stats import Summary, TrialOutcome, divergence_verdict, summarize
 from agentbench.replay import cassette_cache
 from agentbench.replay.cassette import RecordMode
@@ -48,6 +49,8 @@ class HarnessOptions:
     # rest: the real continuation is what is scored.
     live_from_divergence: bool = False
     resume: str | None = None
+    shard: Shard | None = None  # run only this part of the trials (a CI job matrix)
+    eval_id: str | None = None  # record under this id (the shards of one run share it)
 
 
 @dataclass
@@ -160,11 +163,16 @@ class Harness:
     """Runs suites into one eval."""
 
     def __init__(
-        self, store: Any, options: HarnessOptions, progress: Progress | None = None
+        self,
+        store: Any,
+        options: HarnessOptions,
+        progress: Progress | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.store = store
         self.options = options
         self.progress = progress
+        self.executor = executor or LocalExecutor()
         # Scores, reasons and drifts quote the current run (its requests, tool arguments and
         # results): they are redacted once here, with the store's rules, so every output
         # built from a trial's outcome — results rows, JUnit, summaries, reports — is clean.
@@ -198,44 +206,72 @@ class Harness:
                     f"suite {suite.name!r} has {missing}"
                 )
 
-    def planned_trials(self, suites: Sequence[Any]) -> int:
-        return sum(
-            (self.options.trials or suite.trials_for(case))
+    def planned(self, suites: Sequence[Any]) -> list[tuple[Any, Any, int]]:
+        """The (suite, case, trial) this eval runs: the selected ones, of this shard only."""
+        trials = [
+            (suite, case, trial)
             for suite in suites
             for case in suite.cases
             if selected(case, suite, self.options.filters)
-        )
+            for trial in range(1, (self.options.trials or suite.trials_for(case)) + 1)
+        ]
+        shard = self.options.shard
+        if shard is None:
+            return trials
+        weights: dict[tuple[str, str], int] = {}
+
+        def weight(item: tuple[Any, Any, int]) -> int:
+            suite, case, _ = item
+            key = (suite.name, case.id)
+            if key not in weights:
+                weights[key] = recorded_calls(suite.cassette_for(case))
+            return weights[key]
+
+        return shard.pick(trials, name=lambda item: trial_name(*item), weight=weight)
+
+    def planned_trials(self, suites: Sequence[Any]) -> int:
+        return len(self.planned(suites))
+
+    def eval_id_for(self, suites: Sequence[Any], version: str | None) -> str:
+        options = self.options
+        if options.resume or options.eval_id:
+            return options.resume or options.eval_id  # type: ignore[return-value]
+        if options.shard is not None:
+            return shared_eval_id(version, options.shard, suites)
+        return new_eval_id()
 
     async def run(self, suites: Sequence[Any], suite_errors: Sequence[str] = ()) -> EvalRun:
         options = self.options
-        eval_id = options.resume or new_eval_id()
+        version = code_version()
+        eval_id = self.eval_id_for(suites, version)
         done: dict[tuple[str, str, int], TrialOutcome] = {}
         if options.resume:
             done = results_store.stored_outcomes(self.store, eval_id)
             if not done and not results_store.eval_exists(self.store, eval_id):
                 raise UsageError(f"--resume {eval_id}: no such eval in {self.store.path}")
-        run = EvalRun(eval_id, suite_errors=list(suite_errors), code_version=code_version())
+        run = EvalRun(eval_id, suite_errors=list(suite_errors), code_version=version)
         self.check_live_model(suites)
         results_store.start_eval(self.store, run, suites, options)
         self._writer = results_store.ResultWriter(self.store, eval_id)
-        queued: list[tuple[Any, Agent, Any, int]] = []
+        agents: dict[str, Agent | None] = {}
         for suite in suites:
             try:
-                agent = agent_for(suite)
+                agents[suite.name] = agent_for(suite)
                 run_setup(suite)
             except AgentbenchError as exc:  # the suite's problem; the other suites still run
+                agents[suite.name] = None
                 run.suite_errors.append(str(exc))
+        queued: list[tuple[Any, Agent, Any, int]] = []
+        for suite, case, trial in self.planned(suites):
+            agent = agents[suite.name]
+            if agent is None:
                 continue
-            for case in suite.cases:
-                if not selected(case, suite, options.filters):
-                    continue
-                for trial in range(1, (options.trials or suite.trials_for(case)) + 1):
-                    key = (suite.name, case.id, trial)
-                    if key in done:
-                        run.outcomes.append(done[key])
-                        run.resumed += 1
-                        continue
-                    queued.append((suite, agent, case, trial))
+            key = (suite.name, case.id, trial)
+            if key in done:
+                run.outcomes.append(done[key])
+                run.resumed += 1
+                continue
+            queued.append((suite, agent, case, trial))
         # Replayed, each trial reads its case's cassette: a first run parses them meanwhile.
         cassettes = [] if options.live else [s.cassette_for(c) for s, _, c, _ in queued]
         try:
@@ -248,21 +284,16 @@ class Harness:
         return run
 
     async def _run_queued(self, queued: list[tuple[Any, Agent, Any, int]], run: EvalRun) -> None:
-        """Run the trials in order, `concurrency` at once: as many workers, each taking the
-        next trial when its last one is done (a task per trial, made up front, would hold a
-        coroutine and a task for every trial of the eval until it ends)."""
-        waiting = iter(queued)
+        """Run the trials on the executor; keep each result as its trial finishes."""
 
-        async def worker() -> None:
-            for suite, agent, case, trial in waiting:
-                outcome = await self.run_trial(suite, agent, case, trial, eval_id=run.eval_id)
-                run.outcomes.append(outcome)
-                self._writer.add(outcome)
-                if self.progress is not None:
-                    self.progress(outcome)
+        def finished(outcome: TrialOutcome) -> None:
+            run.outcomes.append(outcome)
+            self._writer.add(outcome)
+            if self.progress is not None:
+                self.progress(outcome)
 
-        workers = min(self.options.concurrency, len(queued))
-        await asyncio.gather(*(worker() for _ in range(workers)))
+        if queued:
+            await self.executor.run(self, queued, run.eval_id, finished)
 
     async def run_trial(
         self, suite: Any, agent: Agent, case: Any, trial: int = 1, *, eval_id: str | None = None

@@ -74,6 +74,8 @@ def start_eval(store: Any, run: Any, suites: Sequence[Any], options: Any) -> Non
         "record_mode": options.record_mode.value,
         "live": options.live,
         "filters": list(options.filters),
+        # A shard of a CI job matrix: `agentbench merge` lists the shards an eval holds.
+        "shards": [str(options.shard)] if getattr(options, "shard", None) else None,
         "strict": options.strict,
         "live_from_divergence": options.live_from_divergence,
         "suites": {s.name: str(s.path) for s in suites},

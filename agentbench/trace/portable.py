@@ -1,10 +1,18 @@
 """Export and import: a store as a folder of Parquet files, optionally a date-partitioned lake.
 
-`export_parquet` writes one Parquet file per table (`runs.parquet`, …) or, partitioned by the
-run's start date, a Hive-style tree (`runs/date=2025-01-31/…parquet`) that DuckDB, Spark and
-Trino read as a table. A `manifest.json`, written last, says what the folder holds (format
-version, schema version, row counts); `import_parquet` refuses folders without one or whose
-counts do not match, and skips runs the store already has, so importing twice is harmless.
+`export_parquet` writes one Parquet file per table (`runs.parquet`, …, `evals.parquet`,
+`results.parquet`) or, partitioned by the run's start date, a Hive-style tree
+(`runs/date=2025-01-31/…parquet`) that DuckDB, Spark and Trino read as a table; `eval_id=`
+exports one eval's slice (its runs, its results, its row). A `manifest.json`, written last,
+says what the folder holds (format version, schema version, row counts); `import_parquet`
+refuses folders without one or whose counts do not match, and skips runs the store already
+has, so importing twice is harmless.
+
+Evals merge rather than skip: the shards of one eval (`run --shard K/N`, one eval id) arrive
+as separate stores or exports, each with the eval's row and its part of the results, so a
+result is added unless the store has that very row, and an eval the store has already takes
+the earliest start, the latest finish and the union of the shards it was run in. Its
+summary is the evals layer's to recompute (`evals.merging`).
 """
 
 from __future__ import annotations
@@ -23,6 +31,13 @@ from agentbench.trace.schema import INSERT_ORDER, TABLES
 
 FORMAT = "agentbench-traces"
 FORMAT_VERSION = 1
+# An eval's own tables, beside the runs: in every export since schema 7 (older exports have
+# none, and import without them).
+EVAL_TABLES = ("evals", "results")
+_EVAL_ORDER = {"evals": "eval_id", "results": "eval_id, suite, case_id, trial, recorded_at"}
+_EVAL_DATE = {"evals": "started_at", "results": "recorded_at"}
+# A result row is the same row when all of these are (a re-merged shard adds nothing).
+_RESULT_KEY = ("eval_id", "suite", "case_id", "trial", "run_id", "recorded_at")
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 2**20
 
@@ -31,41 +46,64 @@ def _literal(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _dated(table: str) -> str:
-    """The table's rows with the date of their run's start, the partition key."""
-    if table == "runs":
-        return "SELECT *, CAST(started_at AS DATE) AS date FROM runs"
+def _rows(table: str, eval_id: str | None) -> str:
+    """The table's rows to export: all, or one eval's (its runs, their rows, its results)."""
+    if eval_id is None:
+        return f"SELECT * FROM {table}"
+    quoted = "'" + eval_id.replace("'", "''") + "'"
+    if table in EVAL_TABLES or table == "runs":
+        return f"SELECT * FROM {table} WHERE eval_id = {quoted}"
     return (
-        f"SELECT t.*, CAST(r.started_at AS DATE) AS date FROM {table} t "
+        f"SELECT * FROM {table} WHERE run_id IN (SELECT run_id FROM runs WHERE eval_id = {quoted})"
+    )
+
+
+def _dated(table: str, eval_id: str | None) -> str:
+    """The table's rows with their date, the partition key: a run's start (its rows go with
+    it), an eval's start, a result's recording."""
+    if table in EVAL_TABLES:
+        return f"SELECT *, CAST({_EVAL_DATE[table]} AS DATE) AS date FROM ({_rows(table, eval_id)})"
+    if table == "runs":
+        return f"SELECT *, CAST(started_at AS DATE) AS date FROM ({_rows(table, eval_id)})"
+    return (
+        f"SELECT t.*, CAST(r.started_at AS DATE) AS date FROM ({_rows(table, eval_id)}) t "
         "LEFT JOIN runs r ON r.run_id = t.run_id"
     )
 
 
+def _order(table: str) -> str:
+    return _EVAL_ORDER.get(table) or ("run_id" if table == "runs" else "run_id, seq")
+
+
 def export_parquet(
-    conn: duckdb.DuckDBPyConnection, directory: Path, *, partition_by_date: bool = False
+    conn: duckdb.DuckDBPyConnection,
+    directory: Path,
+    *,
+    partition_by_date: bool = False,
+    eval_id: str | None = None,
 ) -> dict[str, Any]:
-    """Write every table to `directory` (which must be new or empty); return the manifest."""
+    """Write every table (or one eval's slice) to `directory`, which must be new or empty;
+    return the manifest."""
     if directory.exists() and any(directory.iterdir()):
         raise StoreFormatError(f"export folder {directory} is not empty: choose a new folder")
     directory.mkdir(parents=True, exist_ok=True)
     tables: dict[str, dict[str, Any]] = {}
-    for table in TABLES:
-        row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+    for table in (*TABLES, *EVAL_TABLES):
+        row = conn.execute(f"SELECT count(*) FROM ({_rows(table, eval_id)})").fetchone()
         count = int(row[0]) if row else 0
-        order = "run_id" if table == "runs" else "run_id, seq"
         if partition_by_date:
             target = directory / table
             if count:
                 conn.execute(
-                    f"COPY ({_dated(table)} ORDER BY {order}) TO {_literal(target)} "
-                    "(FORMAT parquet, PARTITION_BY (date))"
+                    f"COPY ({_dated(table, eval_id)} ORDER BY {_order(table)}) TO "
+                    f"{_literal(target)} (FORMAT parquet, PARTITION_BY (date))"
                 )
             location = table
         else:
             target = directory / f"{table}.parquet"
             conn.execute(
-                f"COPY (SELECT * FROM {table} ORDER BY {order}) TO {_literal(target)} "
-                "(FORMAT parquet)"
+                f"COPY ({_rows(table, eval_id)} ORDER BY {_order(table)}) TO "
+                f"{_literal(target)} (FORMAT parquet)"
             )
             location = target.name
         tables[table] = {"rows": count, "path": location}
@@ -75,6 +113,7 @@ def export_parquet(
         "schema_version": LATEST,
         "partition_by": "date" if partition_by_date else None,
         "exported_at": datetime.now(UTC).isoformat(),
+        "eval_id": eval_id,
         "agentbench": __version__,
         "tables": tables,
     }
@@ -138,9 +177,10 @@ def _check_entries(path: Path, manifest: dict[str, Any]) -> None:
         raise StoreFormatError(f"{path}: tables: expected a mapping of table to rows and path")
     folder = path.parent.resolve()
     for table, entry in tables.items():
-        if table not in TABLES:
+        if table not in TABLES and table not in EVAL_TABLES:
             raise StoreFormatError(
-                f"{path}: tables.{table}: not a table of the store ({', '.join(TABLES)})"
+                f"{path}: tables.{table}: not a table of the store "
+                f"({', '.join((*TABLES, *EVAL_TABLES))})"
             )
         rows = entry.get("rows") if isinstance(entry, dict) else None
         location = entry.get("path") if isinstance(entry, dict) else None
@@ -246,6 +286,13 @@ def import_parquet(conn: duckdb.DuckDBPyConnection, directory: Path) -> dict[str
                 "WHERE run_id NOT IN (SELECT run_id FROM runs)"
             )
             inserted[table] = _count(conn, table) - before
+        for table in EVAL_TABLES:
+            entry = entries.get(table)
+            if entry is None or not entry["rows"]:
+                inserted[table] = 0
+                continue
+            where = directory / entry["path"]
+            inserted[table] = _merge_eval_table(conn, table, _source(directory, entry, partitioned))
         conn.execute("COMMIT")
     except duckdb.Error as exc:
         conn.execute("ROLLBACK")
@@ -273,12 +320,8 @@ def merge_store(conn: duckdb.DuckDBPyConnection, source: Path) -> dict[str, int]
                 inserted[table] = _merge(
                     conn, table, "WHERE run_id NOT IN (SELECT run_id FROM main.runs)"
                 )
-            inserted["results"] = _merge(
-                conn, "results", "WHERE eval_id NOT IN (SELECT eval_id FROM main.evals)"
-            )
-            inserted["evals"] = _merge(
-                conn, "evals", "WHERE eval_id NOT IN (SELECT eval_id FROM main.evals)"
-            )
+            for table in EVAL_TABLES:
+                inserted[table] = _merge_eval_table(conn, table, f"merged.{table}")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -292,3 +335,63 @@ def _merge(conn: duckdb.DuckDBPyConnection, table: str, where: str) -> int:
     before = _count(conn, table)
     conn.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM merged.{table} {where}")
     return _count(conn, table) - before
+
+
+def _merge_eval_table(conn: duckdb.DuckDBPyConnection, table: str, source: str) -> int:
+    """Add an eval table's rows from `source` (a query or table): results the store lacks,
+    evals it lacks, and for evals it has, the span and shards of both (see the docstring)."""
+    before = _count(conn, table)
+    if table == "results":
+        same = " AND ".join(f"r.{key} IS NOT DISTINCT FROM s.{key}" for key in _RESULT_KEY)
+        conn.execute(
+            f"INSERT INTO main.results BY NAME SELECT * FROM {source} s "
+            f"WHERE NOT EXISTS (SELECT 1 FROM main.results r WHERE {same})"
+        )
+        return _count(conn, table) - before
+    incoming = conn.execute(f"SELECT * FROM {source}")
+    names = [d[0] for d in incoming.description]
+    for values in incoming.fetchall():
+        row = dict(zip(names, values, strict=True))
+        have = conn.execute(
+            "SELECT started_at, finished_at, status, config FROM main.evals WHERE eval_id = ?",
+            [row["eval_id"]],
+        ).fetchone()
+        if have is None:
+            columns = [name for name in names if name != "date"]
+            conn.execute(
+                f"INSERT INTO main.evals ({', '.join(columns)}) VALUES "
+                f"({', '.join('?' for _ in columns)})",
+                [row[name] for name in columns],
+            )
+            continue
+        started, finished, status, config = have
+        conn.execute(
+            "UPDATE main.evals SET started_at = ?, finished_at = ?, status = ?, config = ? "
+            "WHERE eval_id = ?",
+            [
+                min(started, row["started_at"]),
+                _latest(finished, row["finished_at"]),
+                "finished" if status == row["status"] == "finished" else "running",
+                _merged_config(config, row["config"]),
+                row["eval_id"],
+            ],
+        )
+    return _count(conn, table) - before
+
+
+def _latest(one: Any, other: Any) -> Any:
+    return other if one is None else one if other is None else max(one, other)
+
+
+def _merged_config(mine: str | None, theirs: str | None) -> str | None:
+    """An eval's config with the shards of both copies listed once."""
+    if mine is None or theirs is None:
+        return mine or theirs
+    a, b = orjson.loads(mine), orjson.loads(theirs)
+    shards = sorted(
+        set(a.get("shards") or []) | set(b.get("shards") or []),
+        key=lambda s: [int(p) for p in str(s).split("/")] if "/" in str(s) else [0],
+    )
+    if shards:
+        a["shards"] = shards
+    return orjson.dumps(a).decode()

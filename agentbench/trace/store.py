@@ -189,12 +189,17 @@ class TraceStore:
             return queries.run_sql(conn, query)
 
     def export_parquet(
-        self, directory: str | os.PathLike[str], *, partition_by_date: bool = False
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        partition_by_date: bool = False,
+        eval_id: str | None = None,
     ) -> dict[str, Any]:
-        """Write the whole store to a folder of Parquet files (see `portable`)."""
+        """Write the whole store (or one eval's slice) to a folder of Parquet files (see
+        `portable`)."""
         with self.reading() as conn:
             return portable.export_parquet(
-                conn, Path(directory), partition_by_date=partition_by_date
+                conn, Path(directory), partition_by_date=partition_by_date, eval_id=eval_id
             )
 
     def import_parquet(self, directory: str | os.PathLike[str]) -> dict[str, int]:

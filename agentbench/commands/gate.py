@@ -1,0 +1,141 @@
+"""`agentbench gate EVAL_ID`: the gate of `agentbench run`, over an eval already stored.
+
+For an eval that was not run in one go — the shards of a CI job matrix merged with
+`agentbench merge` — this is the step that compares it with its baseline, writes the JUnit,
+Markdown summary and HTML report, and exits as `run` would (0 passed, 1 gate failed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import orjson
+
+from agentbench.commands.run import EXIT_GATE, EXIT_INFRA, EXIT_OK
+from agentbench.commands.run_outputs import judge, show, write_outputs
+from agentbench.commands.traces import open_store, reports_dir, store_options
+from agentbench.errors import UsageError
+from agentbench.evals.harness import EvalRun
+from agentbench.evals.results_store import stored_outcomes
+from agentbench.report.loading import resolve_eval_id
+from agentbench.trace.code_version import find_work_tree
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  agentbench gate latest --db merged.duckdb --summary-md summary.md
+  agentbench gate eval_shards4_1a2b3c4d5e6f --baseline git:main --junit junit.xml
+""",
+)
+@click.argument("eval_id")
+@click.option(
+    "--baseline",
+    default=None,
+    metavar="EVAL_ID|latest|git:REF",
+    help="Compare with this stored eval [default: the latest eval of the merge-base].",
+)
+@click.option(
+    "--budget-pct",
+    type=click.FloatRange(min=0),
+    default=20.0,
+    show_default=True,
+    help="Tokens, cost or latency worse than this percentage is a budget regression.",
+)
+@click.option(
+    "--fail-under",
+    type=click.FloatRange(0, 1),
+    default=None,
+    metavar="RATE",
+    help="Gate on the pass rate (0-1) instead of on every case passing.",
+)
+@click.option(
+    "--fail-on-change",
+    is_flag=True,
+    help="Fail when any case's trajectory differs from the baseline's.",
+)
+@click.option(
+    "--junit",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a JUnit XML file.",
+)
+@click.option(
+    "--summary-md",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).",
+)
+@click.option(
+    "--report-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the HTML report is written [default: reports/ in the repository].",
+)
+@click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary and results as JSON.")
+@store_options
+def gate(
+    eval_id: str,
+    baseline: str | None,
+    budget_pct: float,
+    fail_under: float | None,
+    fail_on_change: bool,
+    junit: Path | None,
+    summary_md: Path | None,
+    report_dir: Path | None,
+    no_report: bool,
+    as_json: bool,
+    db: Path | None,
+    wait_s: float,
+) -> int:
+    """Gate stored eval EVAL_ID (or `latest`) as `agentbench run` gates the eval it runs."""
+    store = open_store(db, wait_s, existing=True)
+    eval_id = resolve_eval_id(store, eval_id)
+    with store.reading() as conn:
+        row = conn.execute(
+            "SELECT code_version, summary, started_at FROM evals WHERE eval_id = ?", [eval_id]
+        ).fetchone()
+    if row is None:
+        raise UsageError(f"no eval {eval_id} in {store.path}")
+    outcomes = sorted(
+        stored_outcomes(store, eval_id).values(), key=lambda o: (o.suite, o.case_id, o.trial)
+    )
+    stored = orjson.loads(row[1]) if row[1] else {}
+    result = EvalRun(
+        eval_id,
+        outcomes=outcomes,
+        suite_errors=list(stored.get("suite_errors", [])),
+        code_version=row[0],
+        started_at=row[2],
+    )
+    missing = (stored.get("shards") or {}).get("missing") or []
+    if missing:
+        click.echo(f"warning: eval {eval_id} lacks shard(s) {', '.join(missing)}", err=True)
+    repo = find_work_tree(Path.cwd()) or Path.cwd()
+    verdict = judge(
+        store,
+        result,
+        None,
+        baseline,
+        repo=repo,
+        budget_pct=budget_pct,
+        fail_under=fail_under,
+        fail_on_change=fail_on_change,
+    )
+    written = write_outputs(
+        store,
+        result,
+        verdict,
+        report_dir=None if no_report else reports_dir(report_dir),
+        junit=junit,
+        summary_md=summary_md,
+    )
+    show(result, verdict, written, store_path=store.path, fail_under=fail_under, as_json=as_json)
+    for problem in (verdict.failure, *written.failures):
+        if problem is not None:
+            raise problem
+    if result.summary.errors and fail_under is None:
+        return EXIT_INFRA
+    return EXIT_GATE if verdict.gate_failed or missing else EXIT_OK

@@ -1,0 +1,82 @@
+"""Where an eval's trials run: the one small interface the harness calls, and the local executor.
+
+The harness plans the trials (selection, shards, resumed ones) and owns the eval: its id,
+the store, the results. An executor only runs the queued trials and hands each finished one
+back through `Finished` — the local one as asyncio tasks in this process, the Ray one
+(`ray_executor`, the `ray` extra) as Ray tasks of a batch of trials each. Nothing else
+differs, so a gate, a report or a merge cannot tell which ran an eval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agentbench.errors import UsageError
+
+if TYPE_CHECKING:
+    from agentbench.evals.harness import Harness
+    from agentbench.evals.stats import TrialOutcome
+    from agentbench.trace.schema import RunRows
+
+# A queued trial: (suite, agent, case, trial number).
+Queued = tuple[Any, Any, Any, int]
+# Called with each trial's outcome as it finishes (and, from a remote executor, the rows of
+# the runs it recorded, which the driver stores).
+Finished = Callable[["TrialOutcome"], None]
+
+
+class Executor(Protocol):
+    name: str
+
+    async def run(
+        self, harness: Harness, queued: Sequence[Queued], eval_id: str, finished: Finished
+    ) -> None: ...
+
+
+class LocalExecutor:
+    """Trials as asyncio tasks in this process, `concurrency` at once."""
+
+    name = "local"
+
+    async def run(
+        self, harness: Harness, queued: Sequence[Queued], eval_id: str, finished: Finished
+    ) -> None:
+        # As many workers as trials run at once, each taking the next trial when its last is
+        # done: a task per trial, made up front, would hold a coroutine and a task for every
+        # trial of the eval until it ends.
+        waiting = iter(queued)
+
+        async def worker() -> None:
+            for suite, agent, case, trial in waiting:
+                finished(await harness.run_trial(suite, agent, case, trial, eval_id=eval_id))
+
+        workers = min(harness.options.concurrency, len(queued))
+        await asyncio.gather(*(worker() for _ in range(workers)))
+
+
+def make_executor(name: str, address: str | None = None, root: Path | None = None) -> Executor:
+    """The executor `--executor NAME` asks for."""
+    if name == "local":
+        if address is not None:
+            raise UsageError("--ray-address goes with --executor ray")
+        return LocalExecutor()
+    if name == "ray":
+        try:
+            from agentbench.evals.ray_executor import RayExecutor
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] == "ray":
+                raise UsageError(
+                    "--executor ray needs the ray extra: pip install 'agentbench[ray]'"
+                ) from None
+            raise
+        return RayExecutor(address=address, root=root)
+    raise UsageError(f"--executor {name!r}: expected local or ray")
+
+
+def store_batch(store: Any, rows: RunRows) -> None:
+    """A remote batch's recorded runs, handed to the store in one call."""
+    if not rows.is_empty():
+        store.run_finished(rows)
