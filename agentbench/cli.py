@@ -11,9 +11,11 @@ import sys
 import click
 
 from agentbench._version import __version__
+from agentbench.commands.bisect import bisect_command
 from agentbench.commands.boundary import DEBUG_ENV, DEBUG_FLAG, Invocation, unexpected
 from agentbench.commands.boundary import report as report_error
 from agentbench.commands.gate import gate
+from agentbench.commands.history import history
 from agentbench.commands.merge import merge
 from agentbench.commands.otel import export_otel, import_otel
 from agentbench.commands.promote import promote
@@ -58,6 +60,8 @@ cli.add_command(diff)
 cli.add_command(promote)
 cli.add_command(schema)
 cli.add_command(report)
+cli.add_command(history)
+cli.add_command(bisect_command)
 cli.add_command(serve)
 cli.add_command(merge)
 cli.add_command(gate)

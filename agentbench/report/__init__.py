@@ -1,10 +1,13 @@
-"""HTML reports of stored evals: `write_report` for one eval, `write_diff_report` for two.
+"""HTML reports of stored evals: `write_report` for one eval, `write_diff_report` for two,
+`write_history_report` for the store's evals along the git history.
 
 A report is one self-contained file (inline CSS, JS and SVG charts; nothing fetched) read
-from the trace store: the summary, charts, a filterable table of every case × trial, and each
-trial's input, expectations, output and trace timeline, built when the row is expanded.
+from the trace store: the gate's verdict and the cases that need a look first, then the
+numbers, a sortable, filterable, deep-linkable table of every case × trial, and each trial's
+input, expectations, output, transcript and trace timeline, built when the row is expanded.
 """
 
+from agentbench.report.history_page import write_history_report
 from agentbench.report.html import (
     render_diff_report,
     render_report,
@@ -18,5 +21,6 @@ __all__ = [
     "render_report",
     "resolve_eval_id",
     "write_diff_report",
+    "write_history_report",
     "write_report",
 ]

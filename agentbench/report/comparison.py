@@ -4,7 +4,9 @@ The comparison comes from the gating code as plain data; every key but `baseline
 `current_eval` and `cases` may be missing, so this module reads it defensively and hands the
 template complete objects. Each changed case gets its two trajectories aligned row by row
 (difflib over step signatures, as `replay.diff.align` does), each differing row classed, and
-the first divergent row marked.
+the first divergent row marked. Every difference names its changed fields with the paths
+the terminal prints (`result.total: 42.5 → 40.5`, from `replay.diff.value_changes` and the
+stored request-drift changes), so the page never shows two whole blobs to compare by eye.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentbench.replay.diff import value_changes
+from agentbench.replay.drift import Change, around_difference
 from agentbench.replay.trajectory import Step
 from agentbench.report.timeline import clip
 from agentbench.trace._json import dumps
@@ -29,6 +33,16 @@ KIND_ORDER = (
     ("removed", "Removed cases"),
 )
 _DETAIL_CHARS = 600
+_FIELD_WIDTH = 96  # characters of each side of a changed field, as the terminal shows them
+_FIELDS_SHOWN = 12
+
+
+@dataclass
+class FieldChange:
+    """One changed field: its path (`result.total`) and the change (`42.5 → 40.5`)."""
+
+    path: str
+    text: str
 
 
 @dataclass
@@ -46,6 +60,7 @@ class AlignedRow:
     right: StepCell | None
     cls: str | None = None  # the divergence class of this row; None: the same on both sides
     first: bool = False
+    fields: list[FieldChange] = field(default_factory=list)  # what differs, by path
 
 
 @dataclass
@@ -148,12 +163,52 @@ def _case(data: dict[str, Any], index: int) -> CaseChange:
                 "label": str(d.get("label", "")),
                 "old": clip(d.get("old"), _DETAIL_CHARS),
                 "new": clip(d.get("new"), _DETAIL_CHARS),
+                "fields": divergence_fields(d),
             }
             for d in divergences
         ],
         rows=rows,
         first=next((row for row in rows if row.first), None),
     )
+
+
+def field_changes(old: Any, new: Any) -> list[FieldChange]:
+    """What differs between two values, by path: JSON-aware when both are structured; two
+    texts cut around where they first differ otherwise."""
+    if isinstance(old, dict | list) and isinstance(new, dict | list):
+        return _shown(value_changes(old, new))
+    if old == new:
+        return []
+    if isinstance(old, str) and isinstance(new, str):
+        before, after = around_difference(old, new, _FIELD_WIDTH)
+        return [FieldChange("(text)", f"{before} → {after}")]
+    return _shown([Change("(value)", "changed", old, new)])
+
+
+def divergence_fields(divergence: dict[str, Any]) -> list[FieldChange]:
+    """A stored divergence's changed fields: its request-drift changes when it has them,
+    else the difference of its old and new values."""
+    stored = [c for c in divergence.get("changes") or () if isinstance(c, dict) and "path" in c]
+    if stored:
+        return _shown(
+            [
+                Change(str(c["path"]), c.get("kind", "changed"), c.get("old"), c.get("new"))
+                for c in stored
+            ]
+        )
+    if divergence.get("class") in ("missing_step", "extra_step"):
+        return []
+    return field_changes(divergence.get("old"), divergence.get("new"))
+
+
+def _shown(changes: list[Change]) -> list[FieldChange]:
+    fields = []
+    for change in changes[:_FIELDS_SHOWN]:
+        text = change.describe(_FIELD_WIDTH)  # "path: old → new", secrets masked
+        fields.append(FieldChange(change.path, text.removeprefix(f"{change.path}: ")))
+    if len(changes) > _FIELDS_SHOWN:
+        fields.append(FieldChange("…", f"and {len(changes) - _FIELDS_SHOWN} more changes"))
+    return fields
 
 
 def _cell(index: int, data: Any) -> StepCell:
@@ -195,13 +250,22 @@ def align_rows(
                 old, new = baseline[i1 + offset], current[j1 + offset]
                 same = _detail(old) == _detail(new)
                 cls = None if same else named.get(j1 + offset, "changed")
-                rows.append(AlignedRow(_cell(i1 + offset, old), _cell(j1 + offset, new), cls))
+                fields = [] if same else field_changes(_detail(old), _detail(new))
+                rows.append(
+                    AlignedRow(_cell(i1 + offset, old), _cell(j1 + offset, new), cls, False, fields)
+                )
             continue
         paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
         for offset in range(paired):
             old, new = baseline[i1 + offset], current[j1 + offset]
             rows.append(
-                AlignedRow(_cell(i1 + offset, old), _cell(j1 + offset, new), _replaced(old, new))
+                AlignedRow(
+                    _cell(i1 + offset, old),
+                    _cell(j1 + offset, new),
+                    _replaced(old, new),
+                    False,
+                    field_changes(_detail(old), _detail(new)),
+                )
             )
         rows.extend(
             AlignedRow(_cell(i, baseline[i]), None, "missing_step") for i in range(i1 + paired, i2)

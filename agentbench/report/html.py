@@ -138,22 +138,35 @@ def _with_code(html: str, stand_ins: dict[str, str]) -> str:
     return html
 
 
-def _report_pieces(store: Any, eval_id: str, comparison: dict[str, Any] | None) -> Iterator[str]:
+def _report_pieces(
+    store: Any,
+    eval_id: str,
+    comparison: dict[str, Any] | None,
+    gate: dict[str, Any] | None = None,
+) -> Iterator[str]:
     """One eval's report in pieces; the traces are read as the details are made. The eval
     is looked up now, so an unknown one is said before anything is written."""
     data = load_eval(store, eval_id, traces=False)
     context = {
         "comparison": comparison_view(comparison) if comparison is not None else None,
-        **page_context(data),
+        **page_context(data, comparison, gate),
     }
     details = detail_texts(data.outcomes, trial_runs(store, eval_id, data.outcomes))
     redactor = Redactor(getattr(store, "redaction", None) or RedactionRules())
     return _page_pieces("report.html.j2", redactor, context, details)
 
 
-def render_report(store: Any, eval_id: str, *, comparison: dict[str, Any] | None = None) -> str:
-    """The HTML of one eval's report (with a baseline comparison section if given)."""
-    return "".join(_report_pieces(store, eval_id, comparison))
+def render_report(
+    store: Any,
+    eval_id: str,
+    *,
+    comparison: dict[str, Any] | None = None,
+    gate: dict[str, Any] | None = None,
+) -> str:
+    """The HTML of one eval's report (with a baseline comparison section if given). `gate`
+    (`failed`, `reasons`, `basis`) is the verdict the caller reached without a comparison —
+    e.g. `--fail-under` — which the banner then shows instead of "every trial must pass"."""
+    return "".join(_report_pieces(store, eval_id, comparison, gate))
 
 
 def write_report(
@@ -162,9 +175,12 @@ def write_report(
     out_dir: Path = Path("reports"),
     *,
     comparison: dict[str, Any] | None = None,
+    gate: dict[str, Any] | None = None,
 ) -> Path:
-    """Write `<out_dir>/<eval_id>/index.html`, a piece at a time; returns its path."""
-    return _write(Path(out_dir) / _safe_name(eval_id), _report_pieces(store, eval_id, comparison))
+    """Write `<out_dir>/<eval_id>/index.html`, a piece at a time; returns its path (`gate` as
+    in `render_report`)."""
+    pieces = _report_pieces(store, eval_id, comparison, gate)
+    return _write(Path(out_dir) / _safe_name(eval_id), pieces)
 
 
 def render_diff_report(comparison: dict[str, Any]) -> str:
@@ -183,6 +199,17 @@ def write_diff_report(
     del store
     folder = f"diff-{comparison['baseline_eval']}-{comparison['current_eval']}"
     return _write(Path(out_dir) / _safe_name(folder), [render_diff_report(comparison)])
+
+
+def write_page(folder: Path, template: str, redactor: Redactor, **context: Any) -> Path:
+    """Write one page of `template` into `folder/index.html` (redacted, CSP'd as every
+    report); returns its path."""
+    return _write(folder, [_page(template, redactor, **context)])
+
+
+def safe_name(name: str) -> str:
+    """`name` as a folder name that cannot climb out of the reports folder."""
+    return _safe_name(name)
 
 
 def _safe_name(name: str) -> str:

@@ -1,8 +1,9 @@
 """What a report page shows, computed from a loaded eval: numbers, charts, rows, details.
 
-The template only lays these out. Case rows and each row's detail — input, expectations,
-output, trace timeline — travel as JSON that the page's script turns into DOM: rows a page
-at a time (filters apply to all of them), a detail when its row is first expanded.
+The template only lays these out. The verdict banner comes from `verdict`. Case rows and each
+row's detail — input, expectations, output, transcript, trace timeline — travel as JSON that
+the page's script turns into DOM: rows sorted failing-first and listed a page at a time
+(filters and sorting apply to all of them), a detail when its row is first expanded.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from agentbench.report.charts import Chart, histogram, rate_bars
 from agentbench.report.embed import script_json
 from agentbench.report.loading import EvalData
 from agentbench.report.timeline import trial_detail
+from agentbench.report.verdict import row_key, verdict_view
 from agentbench.trace.schema import RunTrace
 
 STATUSES = ("passed", "failed", "error", "xfailed", "xpassed", "skipped")
+# The table's default order puts what needs a look first.
+STATUS_ORDER = ("error", "failed", "xpassed", "xfailed", "skipped", "passed")
 # Rows the page puts in the table at a time ("show more" adds as many again): the browser
 # parses and lays out a table row in about half a millisecond, so 2,000 rows at once would
 # cost a second before anything shows.
@@ -31,6 +35,7 @@ PAGE_SIZE = 200
 @dataclass
 class CaseRow:
     index: int
+    key: str  # `suite/case/trial`: what a deep link (`#case=…`) names
     suite: str
     case_id: str
     trial: int
@@ -38,8 +43,10 @@ class CaseRow:
     score: float | None
     tokens: int
     duration_ms: float
+    cost_usd: float | None
     tags: list[str]
     source: str | None
+    why: str | None  # the first failing scorer's reason, or the error
 
 
 @dataclass
@@ -58,14 +65,38 @@ def eval_context(data: EvalData) -> dict[str, Any]:
     return {**page_context(data), "details": _details_json(data)}
 
 
-def page_context(data: EvalData) -> dict[str, Any]:
-    """`eval_context` but the trials' details (`detail_texts` makes those one by one)."""
+def page_context(
+    data: EvalData,
+    comparison: dict[str, Any] | None = None,
+    gate: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`eval_context` but the trials' details (`detail_texts` makes those one by one);
+    `comparison` (`Comparison.as_dict()`), else `gate`, decides the verdict when given."""
     outcomes = data.outcomes
     summary = summarize(outcomes)
     rows = _rows(data)
+    verdict = verdict_view(outcomes, summary, comparison, gate)
     return {
         "eval": data,
         "summary": summary,
+        "verdict": verdict,
+        "meta_json": script_json(
+            {
+                "eval_id": data.eval_id,
+                "suite": data.suite,
+                "status": data.status,
+                "started_at": data.started_at,
+                "finished_at": data.finished_at,
+                "code_version": data.code_version,
+                "model": data.model,
+                "summary": summary.as_dict(),
+                "verdict": {
+                    "failed": verdict.failed,
+                    "basis": verdict.basis,
+                    "reasons": verdict.reasons,
+                },
+            }
+        ),
         "counts": _counts(outcomes),
         "suites": _suites(outcomes, summary),
         "charts": _charts(outcomes, summary),
@@ -139,13 +170,21 @@ def _charts(outcomes: list[TrialOutcome], summary: Summary) -> list[Chart]:
             "scores",
             "Score distribution",
             [o.score for o in ran if o.score is not None],
+            x_title="score",
             low=0.0,
             high=1.0,
         ),
         histogram(
-            "latency", "Latency per trial", [o.duration_ms for o in ran], unit=" ms", low=0.0
+            "latency",
+            "Latency per trial",
+            [o.duration_ms for o in ran],
+            unit=" ms",
+            x_title="latency (ms)",
+            low=0.0,
         ),
-        histogram("tokens", "Tokens per trial", [float(o.tokens) for o in ran], low=0.0),
+        histogram(
+            "tokens", "Tokens per trial", [float(o.tokens) for o in ran], x_title="tokens", low=0.0
+        ),
         rate_bars(
             "suites",
             "Pass rate by suite",
@@ -157,9 +196,14 @@ def _charts(outcomes: list[TrialOutcome], summary: Summary) -> list[Chart]:
 def _rows(data: EvalData) -> list[CaseRow]:
     rows = []
     for index, outcome in enumerate(data.outcomes):
+        why = None
+        if outcome.status in ("failed", "error", "xpassed"):
+            reasons = outcome.reasons()
+            why = reasons[0][:300] if reasons else (outcome.error or "")[:300] or None
         rows.append(
             CaseRow(
                 index=index,
+                key=row_key(outcome),
                 suite=outcome.suite,
                 case_id=outcome.case_id,
                 trial=outcome.trial,
@@ -167,8 +211,10 @@ def _rows(data: EvalData) -> list[CaseRow]:
                 score=outcome.score,
                 tokens=outcome.tokens,
                 duration_ms=outcome.duration_ms,
+                cost_usd=outcome.cost_usd,
                 tags=list(outcome.tags),
                 source=outcome.source,
+                why=why,
             )
         )
     return rows

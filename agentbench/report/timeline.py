@@ -2,8 +2,10 @@
 
 This is what the page embeds as JSON and turns into DOM only when the case is expanded. Each
 run's timeline lists its recorded rows in `seq` order — model calls with the request as stored
-(messages added, edited and kept, parameters set), tool calls, context changes, memory
-decisions, handoffs, guards and coalesced text — and ends with the stop reason. Long texts are
+(messages added, edited and kept — each with its role, text, tool calls and call ids, which the
+page turns into the transcript — parameters set, and the tool schemas as a table of
+parameters), tool calls, context changes, memory decisions, handoffs, guards and coalesced
+text — and ends with the stop reason. Long texts are
 cut with a visible marker so one huge tool result cannot make the whole report heavy.
 """
 
@@ -149,7 +151,7 @@ def _llm(call: LlmCallRecord) -> dict[str, Any]:
         "request": request_changes(_json(call.request_diff) or {}),
         "text": clip(response.get("text")),
         "tool_calls": [
-            {"name": str(c.get("name")), "arguments": clip(c.get("arguments"))}
+            {"id": c.get("id"), "name": str(c.get("name")), "arguments": clip(c.get("arguments"))}
             for c in response.get("tool_calls") or ()
             if isinstance(c, dict)
         ],
@@ -173,21 +175,124 @@ def request_changes(diff: dict[str, Any]) -> dict[str, Any]:
                 {"index": position, "prefix": op[2], "suffix": op[3], "text": clip(op[4])}
             )
             position += 1
-    return {
+    settings = dict(diff.get("set") or {})
+    tools = settings.pop("tools", None)
+    changes: dict[str, Any] = {
         "kept": kept,
         "added": added,
         "edited": edited,
-        "set": {key: clip(value, 1_000) for key, value in (diff.get("set") or {}).items()},
+        "set": {key: clip(value, 1_000) for key, value in settings.items()},
         "unset": [str(key) for key in diff.get("unset") or ()],
     }
+    if tools is not None:
+        table = tool_table(tools)
+        if table is None:  # not the shape tools have: shown as it is
+            changes["set"]["tools"] = clip(tools, 1_000)
+        else:
+            changes["tools"] = table
+    return changes
 
 
 def _message(message: Any) -> dict[str, Any]:
+    """A request message as the page shows it: role and text; an assistant's tool calls by
+    id, name and arguments; a tool message's call id (the page names its tool from it)."""
     if not isinstance(message, dict):
         return {"role": "?", "content": clip(message)}
-    calls = message.get("tool_calls") or ()
-    return {
+    calls = []
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, dict):
+            function = call.get("function") if isinstance(call.get("function"), dict) else call
+            calls.append(
+                {
+                    "id": call.get("id"),
+                    "name": str(function.get("name", "?")),
+                    "arguments": clip(function.get("arguments")),
+                }
+            )
+    shown: dict[str, Any] = {
         "role": str(message.get("role", "?")),
-        "content": clip(message.get("content")),
-        "tool_calls": [clip(c.get("function", c)) for c in calls if isinstance(c, dict)],
+        "content": clip(_text(message.get("content"))),
+        "tool_calls": calls,
     }
+    if message.get("tool_call_id") is not None:
+        shown["tool_call_id"] = str(message["tool_call_id"])
+    if message.get("name") is not None:
+        shown["name"] = str(message["name"])
+    return shown
+
+
+def _text(content: Any) -> Any:
+    """A message's content: its text parts joined when it is a list of parts."""
+    if isinstance(content, list) and all(isinstance(p, dict) for p in content):
+        texts = [p.get("text") for p in content if isinstance(p.get("text"), str)]
+        if len(texts) == len(content):
+            return "\n".join(texts)
+    return content
+
+
+def tool_table(tools: Any) -> list[dict[str, Any]] | None:
+    """The request's tool schemas as rows a table shows — each tool's name, description and
+    parameters (name, type, required, description) — or None when `tools` is not a list of
+    function tools."""
+    if not isinstance(tools, list):
+        return None
+    table = []
+    for tool in tools:
+        if not isinstance(tool, dict):
+            return None
+        function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        if "name" not in function:
+            return None
+        schema = function.get("parameters") if isinstance(function.get("parameters"), dict) else {}
+        required = set(schema.get("required") or ())
+        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        table.append(
+            {
+                "name": str(function["name"]),
+                "description": clip(function.get("description"), 1_000),
+                "params": [
+                    {
+                        "name": str(name),
+                        "type": schema_type(prop, schema.get("$defs") or {}),
+                        "required": name in required,
+                        "description": clip(prop.get("description"), 500)
+                        if isinstance(prop, dict)
+                        else None,
+                        "default": clip(prop["default"], 200)
+                        if isinstance(prop, dict) and "default" in prop
+                        else None,
+                    }
+                    for name, prop in properties.items()
+                ],
+            }
+        )
+    return table
+
+
+def schema_type(prop: Any, defs: Any, depth: int = 0) -> str:
+    """A JSON schema's type in a few words: `string`, `list[integer]`, `"a" | "b"`, `Order`."""
+    if not isinstance(prop, dict) or depth > 4:
+        return "any"
+    if "enum" in prop and isinstance(prop["enum"], list):
+        return " | ".join(dumps(v) for v in prop["enum"][:8]) + (
+            " | …" if len(prop["enum"]) > 8 else ""
+        )
+    if "const" in prop:
+        return dumps(prop["const"])
+    if isinstance(prop.get("$ref"), str):
+        name = prop["$ref"].rsplit("/", 1)[-1]
+        target = defs.get(name) if isinstance(defs, dict) else None
+        if isinstance(target, dict) and "enum" in target:
+            return schema_type(target, defs, depth + 1)
+        return name
+    for key in ("anyOf", "oneOf"):
+        if isinstance(prop.get(key), list):
+            return " | ".join(schema_type(p, defs, depth + 1) for p in prop[key])
+    kind = prop.get("type")
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    if kind == "array":
+        return f"list[{schema_type(prop.get('items'), defs, depth + 1)}]"
+    if kind == "object" and isinstance(prop.get("properties"), dict):
+        return "object{" + ", ".join(prop["properties"]) + "}"
+    return str(kind) if kind else "any"

@@ -1,0 +1,191 @@
+"""The banner a report opens with: the gate's verdict, its reasons, and the cases to look at.
+
+With a baseline comparison the verdict is the gate's (`evals.gate`: its `failed` and its
+reasons, which name each case with its file:line); without one it is the verdict the caller
+passes (`--fail-under`), else the rule `agentbench run` gates by when it has no baseline —
+every counted trial passes — with one reason per failing case. Below the reasons come the cases
+that need a look, worst first: newly failing, failing or erroring, flaky (trials or evals
+disagree), then budget and score regressions, each linking to its row in the case table.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from agentbench.evals.stats import Summary, TrialOutcome
+
+REASONS_SHOWN = 12  # more reasons are counted ("… and 30 more"), not listed
+# Cases listed under the banner; the rest are one click away (the table, "not passing"), and a
+# static row costs the page's first paint in an eval where hundreds fail.
+ATTENTION_SHOWN = 50
+_REASON_CHARS = 240
+
+# What each kind of case is called in the banner, in the order they are listed.
+ATTENTION_KINDS = (
+    ("newly_failing", "newly failing"),
+    ("error", "error"),
+    ("failed", "failing"),
+    ("xpassed", "unexpectedly passing"),
+    ("flaky", "flaky"),
+    ("budget_regression", "over budget"),
+    ("score_changed", "score dropped"),
+)
+_RANK = {kind: rank for rank, (kind, _) in enumerate(ATTENTION_KINDS)}
+_TITLES = dict(ATTENTION_KINDS)
+
+
+@dataclass
+class Attention:
+    """One case the reader should look at, and why."""
+
+    kind: str
+    title: str
+    suite: str
+    case_id: str
+    source: str | None
+    reason: str
+    row: str  # the case table's row key (`suite/case/trial`), the target of its link
+    change: str | None = None  # its entry in the comparison section (`change-3`), if any
+
+
+@dataclass
+class VerdictView:
+    failed: bool
+    basis: str  # what the verdict was judged against
+    reasons: list[str]
+    more_reasons: int
+    attention: list[Attention]  # the first ATTENTION_SHOWN
+    more_attention: int = 0
+
+    @property
+    def words(self) -> str:
+        return "Gate FAILED" if self.failed else "Gate passed"
+
+
+def row_key(outcome: TrialOutcome) -> str:
+    return f"{outcome.suite}/{outcome.case_id}/{outcome.trial}"
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
+
+
+def _why(outcome: TrialOutcome) -> str:
+    reasons = outcome.reasons()
+    if reasons:
+        return _clip(reasons[0])
+    return _clip(outcome.error) if outcome.error else outcome.status
+
+
+def verdict_view(
+    outcomes: list[TrialOutcome],
+    summary: Summary,
+    comparison: dict[str, Any] | None,
+    gate: dict[str, Any] | None = None,
+) -> VerdictView:
+    """The banner for an eval's report; `comparison` is `Comparison.as_dict()` or None;
+    `gate` (`failed`, `reasons`, `basis`) is a verdict reached without a comparison (a
+    `--fail-under` threshold), used when there is no comparison."""
+    by_case: dict[tuple[str, str], list[TrialOutcome]] = defaultdict(list)
+    for outcome in outcomes:
+        by_case[outcome.key].append(outcome)
+    found: dict[tuple[str, str], Attention] = {}
+    for key, trials in by_case.items():
+        item = _own_attention(trials)
+        if item is not None:
+            found[key] = item
+    if comparison is not None:
+        for index, change in enumerate(comparison.get("cases") or ()):
+            item = _change_attention(change, by_case) if isinstance(change, dict) else None
+            if item is None:
+                continue
+            known = found.get((item.suite, item.case_id))
+            # The comparison's word wins when it is at least as grave: "newly failing" says
+            # more than "failing", and its reason names the first divergence.
+            item.change = f"change-{index}"  # the id `comparison_view` gives its entry
+            if known is None or _RANK[item.kind] <= _RANK[known.kind]:
+                found[(item.suite, item.case_id)] = item
+            else:
+                known.change = item.change
+    attention = sorted(found.values(), key=lambda a: (_RANK[a.kind], a.suite, a.case_id))
+    if comparison is not None and isinstance(comparison.get("gate"), dict):
+        gate = comparison["gate"]
+        failed = bool(gate.get("failed"))
+        reasons = [str(r) for r in gate.get("reasons") or ()]
+        basis = f"compared with baseline {comparison.get('baseline_eval')}"
+    elif gate is not None:
+        failed = bool(gate.get("failed"))
+        reasons = [str(r) for r in gate.get("reasons") or ()]
+        basis = str(gate.get("basis") or "the gate of the run that made this eval")
+    else:
+        failed = summary.failed > 0 or summary.errors > 0
+        reasons = [
+            f"{a.suite}/{a.case_id}{f' ({a.source})' if a.source else ''} {a.title}: {a.reason}"
+            for a in attention
+            if a.kind in ("failed", "error")
+        ]
+        basis = "no baseline compared: every counted trial must pass"
+    return VerdictView(
+        failed=failed,
+        basis=basis,
+        reasons=reasons[:REASONS_SHOWN],
+        more_reasons=max(0, len(reasons) - REASONS_SHOWN),
+        attention=attention[:ATTENTION_SHOWN],
+        more_attention=max(0, len(attention) - ATTENTION_SHOWN),
+    )
+
+
+def _own_attention(trials: list[TrialOutcome]) -> Attention | None:
+    """What this eval alone says of a case: an error or failure, a surprise pass, or trials
+    that disagree."""
+    worst = next(
+        (t for status in ("error", "failed", "xpassed") for t in trials if t.status == status),
+        None,
+    )
+    first = trials[0]
+    if worst is not None:
+        kind = worst.status
+        if kind != "xpassed" and any(t.status == "passed" for t in trials):
+            kind = "flaky"
+        reason = _why(worst)
+        if kind == "flaky":
+            passed = sum(t.status == "passed" for t in trials)
+            reason = f"{passed} of {len(trials)} trials passed; a failing one: {reason}"
+        return Attention(
+            kind, _TITLES[kind], first.suite, first.case_id, first.source, reason, row_key(worst)
+        )
+    return None
+
+
+def _change_attention(
+    change: dict[str, Any], by_case: dict[tuple[str, str], list[TrialOutcome]]
+) -> Attention | None:
+    kind = str(change.get("kind"))
+    if kind not in _RANK or kind in ("failed", "error", "xpassed"):
+        return None
+    delta = change.get("score_delta")
+    if kind == "score_changed" and not (isinstance(delta, int | float) and delta < 0):
+        return None  # a score that rose is good news, not a case to look at
+    suite, case_id = str(change.get("suite", "")), str(change.get("case_id", ""))
+    trials = by_case.get((suite, case_id), [])
+    target = next((t for t in trials if not t.passed), trials[0] if trials else None)
+    reasons = [str(r) for r in change.get("reasons") or ()]
+    divergences = [d for d in change.get("divergences") or () if isinstance(d, dict)]
+    if divergences:
+        d = divergences[0]
+        first = f"first divergence: {d.get('class')} at step {d.get('step')} ({d.get('agent')})"
+        reasons.append(f"{first}, {d.get('label')}")
+    return Attention(
+        kind,
+        _TITLES[kind],
+        suite,
+        case_id,
+        change.get("source")
+        if isinstance(change.get("source"), str)
+        else (target.source if target else None),
+        _clip("; ".join(reasons[:2])) if reasons else kind.replace("_", " "),
+        row_key(target) if target else f"{suite}/{case_id}/1",
+    )
