@@ -135,9 +135,23 @@ def write_outputs(
             click.echo(line)
     if report_dir is not None:
         data = comparison.as_dict() if comparison is not None else None
-        path = attempt(lambda: write_report(store, result.eval_id, report_dir, comparison=data))
+        gate = _own_gate(result, verdict) if comparison is None else None
+        path = attempt(
+            lambda: write_report(store, result.eval_id, report_dir, comparison=data, gate=gate)
+        )
         written.report = Path(path).absolute() if path is not None else None
     return written
+
+
+def _own_gate(result: Any, verdict: Verdict) -> dict[str, Any] | None:
+    """The verdict for the report's banner when no baseline was compared and the gate did not
+    follow the every-case-passes rule the report applies by itself (`--fail-under`)."""
+    summary = result.summary
+    if verdict.gate_failed == (summary.failed > 0 or summary.errors > 0):
+        return None
+    rate = f"pass rate {summary.pass_rate:.1%}" if summary.pass_rate is not None else "no rate"
+    reasons = [f"{rate}: under the threshold"] if verdict.gate_failed else []
+    return {"failed": verdict.gate_failed, "reasons": reasons, "basis": verdict.baseline_note}
 
 
 def show(
