@@ -219,3 +219,24 @@ def test_a_parquet_lake_of_shards_merges_back(checkout: tuple[Path, str]) -> Non
         work, "traces", "sql", query, "--db", "from_stores.duckdb", "--format", "csv"
     ).out
     assert lake_rows == store_rows and lake_rows.count("customer_service") > 5
+
+
+def test_a_store_named_like_the_merge_source_merges(checkout: tuple[Path, str]) -> None:
+    repo, _ = checkout
+    work = repo.parent / "names"
+    shutil.copytree(repo, work)
+    for k in (1, 2):
+        agentbench(
+            work,
+            "run",
+            f"golden/{SUITE}",
+            "--shard",
+            f"{k}/2",
+            "--no-report",
+            "--db",
+            f"merged{k}.duckdb",
+        )
+    # DuckDB names an attached file after its stem: the target's name must not matter.
+    done = agentbench(work, "merge", "merged1.duckdb", "merged2.duckdb", "--into", "merged.duckdb")
+    assert done.code == 0, done.err
+    assert "shards 1/2, 2/2" in done.out

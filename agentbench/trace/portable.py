@@ -38,6 +38,9 @@ _EVAL_ORDER = {"evals": "eval_id", "results": "eval_id, suite, case_id, trial, r
 _EVAL_DATE = {"evals": "started_at", "results": "recorded_at"}
 # A result row is the same row when all of these are (a re-merged shard adds nothing).
 _RESULT_KEY = ("eval_id", "suite", "case_id", "trial", "run_id", "recorded_at")
+# The name a merged store is attached under: DuckDB names the target after its file's stem
+# (a target called merged.duckdb is `merged`), so the source's must be one no file gets.
+_SOURCE = "agentbench_merge_source__"
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 2**20
 
@@ -311,7 +314,7 @@ def _count(conn: duckdb.DuckDBPyConnection, table: str) -> int:
 def merge_store(conn: duckdb.DuckDBPyConnection, source: Path) -> dict[str, int]:
     """Add every run, eval and result of the store file `source` (at the current schema) to
     the store `conn` writes; runs and evals it already has are skipped. Counts per table."""
-    conn.execute(f"ATTACH {_literal(source)} AS merged (READ_ONLY)")
+    conn.execute(f"ATTACH {_literal(source)} AS {_SOURCE} (READ_ONLY)")
     inserted: dict[str, int] = {}
     try:
         conn.execute("BEGIN")
@@ -321,19 +324,19 @@ def merge_store(conn: duckdb.DuckDBPyConnection, source: Path) -> dict[str, int]
                     conn, table, "WHERE run_id NOT IN (SELECT run_id FROM main.runs)"
                 )
             for table in EVAL_TABLES:
-                inserted[table] = _merge_eval_table(conn, table, f"merged.{table}")
+                inserted[table] = _merge_eval_table(conn, table, f"{_SOURCE}.{table}")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
     finally:
-        conn.execute("DETACH merged")
+        conn.execute(f"DETACH {_SOURCE}")
     return inserted
 
 
 def _merge(conn: duckdb.DuckDBPyConnection, table: str, where: str) -> int:
     before = _count(conn, table)
-    conn.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM merged.{table} {where}")
+    conn.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM {_SOURCE}.{table} {where}")
     return _count(conn, table) - before
 
 
