@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 import pytest
@@ -147,6 +149,13 @@ async def test_the_fallback_is_stored_and_replayed_from_the_cassette(tmp_path: P
     )
     assert [tuple(r) for r in row.rows] == [("backup", "503")]
     store.close()
+    # `traces show` says which model answered and why the one before it did not.
+    from agentbench.cli import main
+
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        assert main(["traces", "show", replayed.run_id, "--db", str(store.path)]) == 0
+    assert "(fell back: primary HTTP 503 → backup)" in shown.getvalue()
 
 
 def test_a_different_fallback_path_is_drift() -> None:

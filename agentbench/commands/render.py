@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from agentbench.runtime.fallback import fallback_of
 from agentbench.trace._json import dumps, loads
 from agentbench.trace.schema import (
     ContextDiffRecord,
@@ -165,7 +166,21 @@ def _llm(call: LlmCallRecord) -> str:
     return (
         f"llm{purpose}  {call.model or '?'}  {call.input_tokens}→{call.output_tokens} tok"
         f"{latency}  {call.messages} msgs ({changes})  {call.finish_reason or ''} {outcome}"
+        + _fallback(response)
     )
+
+
+def _fallback(response: dict[str, Any] | None) -> str:
+    """`  (fell back: primary HTTP 503 → backup)` for a call a `FallbackModel` passed on."""
+    found = fallback_of(response)
+    if not found or not found.get("failed"):
+        return ""
+    failed = [
+        f"{f.get('model')} "
+        + (f"HTTP {f['status_code']}" if f.get("status_code") else str(f.get("error")))
+        for f in found["failed"]
+    ]
+    return f"  (fell back: {', '.join(failed)} → {found.get('answered_by')})"
 
 
 def _tool(call: ToolCallRecord) -> str:
