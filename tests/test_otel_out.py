@@ -340,3 +340,19 @@ def test_without_the_otel_extra_the_commands_say_what_to_install(tmp_path: Path)
         text=True,
     )
     assert imported.stdout.strip() == "[]"  # the CLI starts without importing OpenTelemetry
+
+
+def test_an_export_is_the_same_file_from_another_process(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path / "t.duckdb")
+    agent = Agent(name="guide", instructions="Answer.", tools=[lookup])
+    script = [ToolCall("lookup", {"city": "Paris"}), "ok"]
+    Runner.run_sync(agent, "Where?", model=ScriptedModel(script), store=store)
+    store.close()
+    outs = []
+    for name in ("one", "two"):  # separate processes: nothing shared but the store
+        out = tmp_path / f"{name}.jsonl"
+        command = [sys.executable, "-m", "agentbench", "traces", "export-otel", "--content"]
+        command += ["--db", str(tmp_path / "t.duckdb"), "--out", str(out)]
+        subprocess.run(command, check=True, capture_output=True)
+        outs.append(out.read_text())
+    assert outs[0] == outs[1] and '"service.name"' in outs[0]

@@ -4,8 +4,9 @@ Each conversation (a root run and the runs it handed off to) is rebuilt into its
 events (`events_of`, the same rebuild replay uses), fed through `SpanWriter` on a private
 tracer provider, and written as one OTLP/JSON line. Trace and span ids are derived from the
 run ids and event numbers, so exporting the same runs twice writes the same ids, and a
-collector or an importer sees the same trace, not a copy. Stored content was redacted when
-recorded; it is written only with `content=True` (the conventions make content opt-in).
+collector or an importer sees the same trace, not a copy. Content is written only with
+`content=True` (the conventions make content opt-in), and passes the store's redactor on the
+way out as well as on the way in: rules added since a run was recorded apply to its export.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -26,6 +28,7 @@ from agentbench.otel.otlp_json import span_lines
 from agentbench.otel.spans import SpanWriter
 from agentbench.replay.convert import conversations
 from agentbench.replay.stored_events import events_of
+from agentbench.trace.redact import Redactor
 from agentbench.trace.store import TraceStore
 
 
@@ -65,9 +68,13 @@ class SpanExport:
         self.summary = ExportSummary()
         self._ids = _PlannedIds()
         self._exporter = InMemorySpanExporter()
-        provider = TracerProvider(id_generator=self._ids)
+        # A resource of its own, not the SDK's default: that one carries a random
+        # service.instance.id, and an export of the same runs must be the same file.
+        resource = Resource({"service.name": "agentbench", "service.version": __version__})
+        provider = TracerProvider(id_generator=self._ids, resource=resource)
         provider.add_span_processor(SimpleSpanProcessor(self._exporter))
         self._tracer = provider.get_tracer("agentbench", __version__)
+        self._redactor = Redactor(store.redaction)
 
     def roots(self, run_ids: Iterable[str]) -> list[str]:
         """The roots of the conversations the runs belong to, each once, in the order given."""
@@ -106,6 +113,7 @@ class SpanExport:
         writer = SpanWriter(
             self._tracer,
             content=self.content,
+            scrub=self._redactor.value,
             conversation_of=lambda _event: conversation_id,
             before_span=plan,
         )
