@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -128,3 +129,82 @@ async def test_an_async_tool_past_its_timeout_leaves_the_task_uncancelled() -> N
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
     await asyncio.sleep(0)  # no cancellation is left pending on this task
+
+
+async def test_an_idle_thread_is_reused_and_a_hung_one_is_left_behind() -> None:
+    first = await run_in_thread(threading.get_ident, timeout_s=5)
+    assert await run_in_thread(threading.get_ident, timeout_s=5) == first
+    release = threading.Event()
+    hung_on: list[int] = []
+
+    def hangs() -> None:
+        hung_on.append(threading.get_ident())
+        release.wait(10)
+
+    with pytest.raises(TimeoutError):
+        await run_in_thread(hangs, timeout_s=0.01)
+    # The hung call still holds its thread: the next call gets another one.
+    assert await run_in_thread(threading.get_ident, timeout_s=5) != hung_on[0]
+    release.set()
+
+
+async def test_idle_threads_exit_and_a_call_after_that_starts_a_new_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentbench.runtime import threads
+
+    monkeypatch.setattr(threads, "_IDLE_EXIT_S", 0.01)
+    # A call that starts its own thread (none idle), which then waits the short idle time.
+    monkeypatch.setattr(threads, "_idle", [])
+    started = await run_in_thread(threading.get_ident, timeout_s=5)
+
+    def running() -> bool:
+        return any(t.ident == started for t in threading.enumerate())
+
+    for _ in range(500):
+        if not threads._idle and not running():
+            break
+        await asyncio.sleep(0.01)
+    assert not threads._idle, "the idle thread left the idle list when its wait ran out"
+    assert not running(), "and ended"
+    assert await run_in_thread(lambda: "again", timeout_s=5) == "again"
+
+
+async def test_the_loop_waits_blocked_long_only_while_calls_are_quick(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentbench.runtime import threads
+
+    waits: list[float] = []
+
+    class Waits:
+        """A call's `done` lock, recording how long the loop waits on it."""
+
+        def __init__(self, lock: threading.Lock) -> None:
+            self._lock = lock
+
+        def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+            waits.append(timeout)
+            return self._lock.acquire(blocking, timeout)
+
+        def release(self) -> None:
+            self._lock.release()
+
+    class RecordedCall(threads._Call):
+        __slots__ = ()
+
+        def __init__(self, fn: Any) -> None:
+            super().__init__(fn)
+            self.done = Waits(self.done)  # type: ignore[assignment]
+
+    monkeypatch.setattr(threads, "_Call", RecordedCall)
+    monkeypatch.setattr(threads, "_QUICK_S", 0.005)  # "quick" even on a busy machine
+    await run_in_thread(lambda: None, timeout_s=5)
+    await run_in_thread(lambda: time.sleep(0.05), timeout_s=5)
+    await run_in_thread(lambda: None, timeout_s=5)  # after a slow call: a short wait
+    await run_in_thread(lambda: None, timeout_s=5)  # quick again: the long wait
+    assert waits[1:] == [
+        threads._BLOCKED_WAIT_S,
+        threads._BLOCKED_WAIT_AFTER_SLOW_S,
+        threads._BLOCKED_WAIT_S,
+    ]

@@ -29,7 +29,7 @@ def parse_arguments(raw: str | dict[str, Any] | None, *, what: str = "arguments"
     text = (raw or "").strip()
     if not text:
         return {}
-    fenced = _FENCE.match(text)
+    fenced = _FENCE.match(text) if text[0] == "`" else None  # stripped: a fence starts it
     if fenced:
         text = fenced.group(1).strip()
     value = _fast_loads(text)

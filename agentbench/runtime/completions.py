@@ -27,7 +27,6 @@ from agentbench.runtime.models import (
 from agentbench.runtime.records import built
 
 STREAM_OBJECT = "chat.completion.chunks"  # how a streamed response is kept in `raw`
-_TEXT_FIELDS = ("text", "finish_reason", "model", "reasoning")
 
 
 class CompletionFormatError(ValueError):
@@ -92,7 +91,8 @@ def parse_completion(body: dict[str, Any], request: dict[str, Any] | None = None
         "reasoning": message.get("reasoning_content"),
         "raw": body,
     }
-    if all(_is_text(fields[name]) for name in _TEXT_FIELDS):
+    texts = (text, fields["finish_reason"], fields["model"], fields["reasoning"])
+    if all(map(_is_text, texts)):
         # Shares `body` as `raw`: parsed for this response alone (validation would copy it).
         return built(ChatResponse, fields)
     return ChatResponse(**fields)  # validation says what is wrong

@@ -4,10 +4,14 @@ Python cannot kill a thread, so a sync tool that hangs past its timeout keeps it
 A fixed pool would eventually be all hung tools; a fresh thread per call costs the better
 part of a millisecond. So threads are reused while they are idle, a new one is started
 whenever none is idle, hung ones are simply left behind, and all are daemons, so a hung tool
-never keeps the process alive. Idle threads exit after a while. The event loop first waits a
-tenth of a millisecond, blocked, for the answer (most sync tools return in microseconds, and
-this skips a trip through the loop), then goes back to its other work until the thread wakes
-it or the timeout passes.
+never keeps the process alive. Idle threads exit after a while.
+
+A call is handed over with two lock operations: each thread waits on a lock of its own for
+its next call (no shared queue, no lock to find an idle thread: the idle list's `pop` and
+`append` are each atomic), and the caller waits on the call's own lock. The event loop first
+waits, blocked, for the answer (most sync tools return in microseconds, and this skips a trip
+through the loop; briefly only while calls are slow), then goes back to its other work until
+the thread wakes it or the timeout passes.
 """
 
 from __future__ import annotations
@@ -15,66 +19,109 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 _IDLE_EXIT_S = 30.0
-
-
-class DaemonThreads:
-    def __init__(self) -> None:
-        self._work: queue.SimpleQueue[tuple[Callable[[], Callable[[], None]]]] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._idle = 0
-
-    def submit(self, job: Callable[[], Callable[[], None]]) -> None:
-        """Run `job` on an idle thread (a new one if none is); then what it returns."""
-        with self._lock:
-            start = self._idle == 0
-            if not start:
-                self._idle -= 1  # reserved for this job
-        self._work.put((job,))
-        if start:
-            threading.Thread(
-                target=self._worker, args=(True,), name="agentbench-tool", daemon=True
-            ).start()
-
-    def _worker(self, reserved: bool) -> None:
-        while True:
-            if not reserved:
-                try:
-                    (job,) = self._work.get(timeout=_IDLE_EXIT_S)
-                except queue.Empty:
-                    with self._lock:
-                        if self._idle > 0 and self._work.empty():
-                            self._idle -= 1
-                            return
-                    continue
-            else:
-                (job,) = self._work.get()
-            report = job()
-            # Idle before the caller is woken: it then finds the GIL free sooner.
-            with self._lock:
-                self._idle += 1
-            report()
-            reserved = False
-
-
-_THREADS = DaemonThreads()
-
 
 # For callbacks that only settle a future or cancel a task: they need no copy of the caller's
 # context variables, which `call_soon`/`call_at` would otherwise make.
 NO_CONTEXT = contextvars.Context()
 # How long the event loop waits, blocked, for a sync tool before going back to its other
 # work and letting the tool's thread wake it. Most sync tools return in microseconds, and an
-# answer given to a blocked wait skips the trip through the loop (its self-pipe, two more
-# iterations): a third of the hop's cost. A slower tool costs the loop this long once.
-_BLOCKED_WAIT_S = 0.0001
+# answer given to a blocked wait skips the trip through the loop (a future, a timer, the
+# self-pipe, two more iterations): for those the wait covers the time it takes to wake the
+# thread and hand it the GIL, which on a busy or virtual machine is often more than 0.1 ms.
+# After a call that itself ran longer than `_QUICK_S` (a tool doing I/O), the loop waits
+# only briefly, so that such tools, called by many concurrent runs, do not hold up the loop.
+_BLOCKED_WAIT_S = 0.0005
+_BLOCKED_WAIT_AFTER_SLOW_S = 0.0001
+_QUICK_S = 0.0001
+# How long the last call took on its thread (not counting the hand-over); one value for all
+# tools, which is enough to tell a process calling quick tools from one calling slow ones.
+_last_run_s = 0.0
 
 Outcome = tuple[Any, BaseException | None]  # the call's value, or what it raised
+
+
+class _Call:
+    """One call handed to a thread, and the way its outcome gets back to the caller."""
+
+    __slots__ = ("done", "fn", "future", "hand_over", "loop", "outcome")
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.done = threading.Lock()  # released by the thread once `outcome` is set
+        self.done.acquire()
+        self.outcome: Outcome | None = None
+        # Set by the loop once it stopped waiting blocked, under `hand_over`, so the thread
+        # either sees it (and wakes the loop) or has set `outcome` before the loop looks.
+        self.future: asyncio.Future[Any] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.hand_over: threading.Lock | None = None  # the serving thread's
+
+
+class _Worker:
+    """One daemon thread: it waits on `go` for the call put in `call`."""
+
+    __slots__ = ("call", "go", "hand_over")
+
+    def __init__(self) -> None:
+        self.go = threading.Lock()
+        self.go.acquire()
+        self.hand_over = threading.Lock()
+        self.call: _Call | None = None
+
+
+# Idle threads, the most recently used last: it is the one taken next, its cache the warmest.
+_idle: list[_Worker] = []
+
+
+def _submit(call: _Call) -> None:
+    """Run `call` on an idle thread, or on a new one if none is idle."""
+    try:
+        worker = _idle.pop()
+    except IndexError:  # none idle: a new thread, which starts with this call
+        worker = _Worker()
+        call.hand_over, worker.call = worker.hand_over, call
+        threading.Thread(target=_serve, args=(worker,), name="agentbench-tool", daemon=True).start()
+        return
+    call.hand_over, worker.call = worker.hand_over, call
+    worker.go.release()
+
+
+def _serve(worker: _Worker) -> None:
+    global _last_run_s
+    while True:
+        call = worker.call
+        assert call is not None
+        worker.call = None
+        started = time.perf_counter()
+        try:
+            outcome: Outcome = (call.fn(), None)
+        except BaseException as exc:
+            outcome = (None, exc)
+        _last_run_s = time.perf_counter() - started
+        with worker.hand_over:
+            call.outcome = outcome
+            future, loop = call.future, call.loop
+        # Idle before the caller is woken: it may hand this thread its next call at once.
+        _idle.append(worker)
+        call.done.release()
+        if future is not None and loop is not None:
+            # A tool that outlived its timeout may finish after the loop has closed; its
+            # result has no one left to receive it.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, future, outcome, context=NO_CONTEXT)
+        if not worker.go.acquire(timeout=_IDLE_EXIT_S):
+            try:
+                _idle.remove(worker)
+            except ValueError:  # taken for a call just as the wait ended: serve it
+                worker.go.acquire()
+            else:
+                return
 
 
 async def run_in_thread(fn: Callable[[], Any], timeout_s: float | None) -> Any:
@@ -82,40 +129,18 @@ async def run_in_thread(fn: Callable[[], Any], timeout_s: float | None) -> Any:
     (raising TimeoutError, as `asyncio.timeout` would: one timer, no task cancelled)."""
     loop = asyncio.get_running_loop()
     started = loop.time()
-    finished = threading.Lock()
-    finished.acquire()
-    hand_over = threading.Lock()  # between the thread's outcome and the loop giving up waiting
-    outcome: list[Outcome] = []
-    parked: list[asyncio.Future[Any]] = []  # the future the loop awaits, once it stopped waiting
-
-    def job() -> Callable[[], None]:
-        try:
-            value, error = fn(), None
-        except BaseException as exc:
-            value, error = None, exc
-        with hand_over:
-            outcome.append((value, error))
-            future = parked[0] if parked else None
-        finished.release()
-
-        def report() -> None:
-            # A tool that outlived its timeout may finish after the loop has closed; its
-            # result has no one left to receive it.
-            if future is not None:
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(_settle, future, (value, error), context=NO_CONTEXT)
-
-        return report
-
-    _THREADS.submit(job)
-    blocked = _BLOCKED_WAIT_S if timeout_s is None else min(_BLOCKED_WAIT_S, timeout_s)
-    if finished.acquire(timeout=blocked):
-        return _unpacked(outcome[0])
+    call = _Call(fn)
+    _submit(call)
+    blocked = _BLOCKED_WAIT_S if _last_run_s < _QUICK_S else _BLOCKED_WAIT_AFTER_SLOW_S
+    if timeout_s is not None:
+        blocked = min(blocked, timeout_s)
+    if call.done.acquire(timeout=blocked):
+        return _unpacked(call.outcome)  # type: ignore[arg-type]
     future: asyncio.Future[Any] = loop.create_future()
-    with hand_over:
-        if outcome:  # it finished just as the wait ended
-            return _unpacked(outcome[0])
-        parked.append(future)
+    with call.hand_over:  # type: ignore[union-attr]
+        if call.outcome is not None:  # it finished just as the wait ended
+            return _unpacked(call.outcome)
+        call.future, call.loop = future, loop
     if timeout_s is None:
         return await future
     timer = loop.call_at(

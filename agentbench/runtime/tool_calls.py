@@ -167,7 +167,7 @@ def _answer(
     if run.memory is not None:
         run.memory.note_outcome(p.call.id, result.kind.value)
     content = result.observation()
-    run.remember(p.call.name, p.call.arguments, result.kind.value, content)
+    run.remember(p.call.name, p.call.arguments, result.kind, content)  # a StrEnum: its value
     if p.repeats >= run.agent.limits.repeat_warn_at:
         warning = (
             f"This is call number {p.repeats} of {p.call.name} with these same arguments. "
@@ -227,5 +227,6 @@ def _finished(run: RunState, p: PlannedCall, result: ToolResult, step: int) -> T
         tool=p.call.name,
         arguments=p.arguments,
         result=result,
-        effect=p.tool.effect.value,  # type: ignore[union-attr]
+        # `_value_`, not `.value`: the same string, without enum's property (every step).
+        effect=p.tool.effect._value_,  # type: ignore[union-attr]
     )
