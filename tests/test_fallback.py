@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -301,3 +302,26 @@ async def test_a_streamed_fallback_over_http_is_kept_in_the_cassette(tmp_path: P
     replayed = await Runner.run(agent, "hi", model=ReplayModel(Cassette.load(path)))
     assert next(e for e in replayed.events if e.kind == "model_response").fallback == live
     assert replayed.output == "streamed answer here"
+
+
+async def test_replay_reports_a_changed_fallback_chain_as_drift(tmp_path: Path) -> None:
+    from agentbench.replay.replayer import Replayer
+
+    def chain(*names: str) -> FallbackModel:
+        return FallbackModel([ScriptedModel([], name=name) for name in names])
+
+    recorded_with = FallbackModel(
+        [ScriptedModel([overloaded()], name="primary"), ScriptedModel(["hi"], name="backup")]
+    )
+    path = tmp_path / "session.yaml"
+    await record_session(Agent(name="x"), "hello", model=recorded_with, path=path)
+
+    async def changes(model: Any) -> list[str]:
+        report = await Replayer().replay(path, agent=Agent(name="x", model=model))
+        return [c.path for d in report.drifts for c in d.drift.changes]
+
+    assert await changes(chain("primary", "backup")) == []  # the same chain: the same path
+    # The backup is gone, or is no longer reached after the primary: the path drifted.
+    assert await changes(chain("primary", "mirror")) == ["fallback.chain"]
+    assert await changes(chain("backup", "primary")) == ["fallback.chain"]
+    assert await changes(ScriptedModel([], name="backup")) == ["fallback.chain"]

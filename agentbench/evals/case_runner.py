@@ -27,6 +27,7 @@ from agentbench.evals.compare_text import describe_divergence
 from agentbench.evals.stats import divergence_verdict
 from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
 from agentbench.replay.diff import Divergence, align, by_cause
+from agentbench.replay.fallback_paths import fallback_drifts, with_fallback_drifts
 from agentbench.replay.models import (
     Drift,
     DriftAt,
@@ -291,7 +292,8 @@ async def run_case(plan: CasePlan) -> CaseRun:
             await closer()
     outcome.duration_ms = (time.perf_counter() - started) * 1000
     if isinstance(model, ReplayModel):
-        outcome.drifts = list(model.drifts)
+        events = [event for turn in outcome.turns for event in turn.all_events]
+        outcome.drifts = with_fallback_drifts(model.drifts, fallback_drifts(plan.agent, events))
         outcome.live_from = model.live_began
         outcome.stopped = model.strict and bool(model.drifts)
         outcome.unanswered = list(model.unanswered)

@@ -25,6 +25,7 @@ from agentbench.errors import UsageError
 from agentbench.loading import load_object
 from agentbench.replay.cassette import Cassette, RecordMode
 from agentbench.replay.diff import Divergence, align, by_cause, drift_divergences
+from agentbench.replay.fallback_paths import fallback_drifts, with_fallback_drifts
 from agentbench.replay.models import DriftAt, ReplayModel, locate_drifts, unanswered_divergences
 from agentbench.replay.session import (
     continue_conversation,
@@ -244,7 +245,9 @@ class Replayer:
         # Every turn's steps, in order: the whole session is aligned with the recording,
         # so a change in turn 1 is found in turn 1, not as what it did to turn 2.
         new = trajectory(events)
-        drifts = locate_drifts(model.drifts, events)
+        drifts = locate_drifts(
+            with_fallback_drifts(model.drifts, fallback_drifts(target, events)), events
+        )
         # A call the recording could not answer ended the run in an error of the replay's own:
         # a divergence even when the recorded run ended in an error as well.
         divergences = [*align(original, new), *unanswered_divergences(model.unanswered, events)]

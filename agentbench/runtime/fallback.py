@@ -57,9 +57,9 @@ class FallbackModel:
         on: Iterable[int | type[BaseException]] = (),
         name: str | None = None,
     ) -> None:
-        if len(models) < 2:
+        self.models = list(models)  # first: a refused one still has a repr in tracebacks
+        if len(self.models) < 2:
             raise UsageError("FallbackModel needs at least two models: [primary, fallback, ...]")
-        self.models = list(models)
         self.name = name or self.models[0].name
         chosen = list(on)
         self.statuses = frozenset(x for x in chosen if isinstance(x, int))
