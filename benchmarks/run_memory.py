@@ -11,8 +11,14 @@ run made and, with the `RunResult` still held (its events, the model's recorded 
 RSS taken again. Printed per run: RSS growth, peak RSS growth, bytes per step, the growth's
 ratio to the shortest length's next to the ratio of the lengths (linear memory: the two
 match), seconds per step, and — in a second process under tracemalloc — the traced peak.
-`--top N` lists the N source lines that allocated most of what the run kept.
+`--top N` lists the N source lines that allocated most of what the run kept. Reading it:
+`<made X>` and `<packed X>` lines are the run's events as its `EventLog` keeps them
+(`runtime/packed.py`); a line of 120-byte blocks at an unlikely place (uuid, a tool's call) is
+a small dict's key table, which CPython reuses from a free list, so tracemalloc names where
+the table was first allocated, not the dict (a message, a request) that holds it now.
 
+Before the `EventLog`, a step's four events and the records in them were kept as pydantic
+models: ~5.5 KB a step in all (55 MB for 10,000 steps) against ~2.9 KB with it.
 The code before issue #15 deep-copied every request into `ScriptedModel.requests` and kept a
 full copy of the message list in every `ModelRequest` event, so its memory and time grow
 with the square of the length: measure it at shorter lengths (`--steps 500,1000,2000`).

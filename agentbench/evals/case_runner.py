@@ -92,8 +92,14 @@ class CaseRun:
 
     @property
     def events(self) -> list[Any]:
-        """Every event of every run of every turn, in order."""
-        return [e for turn in self.turns for run in turn.runs or [turn] for e in run.events]
+        """Every event of every run of every turn, in order. Made once per number of turns:
+        a run's events are kept packed and each read makes them again, and drift, the
+        trajectory and the divergences each read them all."""
+        made = self.__dict__.get("_events")
+        if made is None or made[0] != len(self.turns):
+            events = [e for turn in self.turns for run in turn.runs or [turn] for e in run.events]
+            made = self.__dict__["_events"] = (len(self.turns), events)
+        return made[1]
 
     def located_drifts(self) -> list[DriftAt]:
         """Each drifted model call with its run's agent and step."""

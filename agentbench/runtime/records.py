@@ -26,7 +26,7 @@ from pydantic_core import PydanticUndefined
 M = TypeVar("M", bound=BaseModel)
 
 
-class _SharedFieldNames(set[str]):
+class SharedFieldNames(set[str]):
     """The `model_fields_set` of every record of one kind built from the same field names."""
 
     def __copy__(self) -> set[str]:
@@ -43,8 +43,10 @@ _IMMUTABLE = (str, int, float, bool, type(None), enum.Enum, tuple, frozenset)
 Maker: TypeAlias = Callable[[dict[str, Any]], Any]
 # Per model class and names given (in the order given): the function that makes the record.
 _MAKERS: dict[tuple[type[BaseModel], tuple[str, ...]], Maker] = {}
+# The shared sets, by model class and the names in them.
+_NAMES: dict[tuple[type[BaseModel], frozenset[str]], SharedFieldNames] = {}
 # A shared set with one more name (a field assigned later), by (id of the set, name).
-_GROWN: dict[tuple[int, str], _SharedFieldNames] = {}
+_GROWN: dict[tuple[int, str], SharedFieldNames] = {}
 
 
 def built(cls: type[M], fields: dict[str, Any]) -> M:
@@ -62,31 +64,9 @@ def built(cls: type[M], fields: dict[str, Any]) -> M:
 def _maker(cls: type[BaseModel], given: tuple[str, ...]) -> Maker:
     """A function making `cls` records from `given` fields, written out as `dataclasses`
     writes `__init__`: one dict display in field order, no loop (half the cost of one)."""
-    unknown = set(given) - set(cls.model_fields)
-    if unknown:
-        raise TypeError(f"{cls.__name__} has no field {sorted(unknown)[0]!r}")
-    scope: dict[str, Any] = {
-        "new": cls.__new__,
-        "cls": cls,
-        "setattr": object.__setattr__,
-        "names": _SharedFieldNames(given),
-    }
-    entries = []
-    for index, (name, info) in enumerate(cls.model_fields.items()):
-        default = info.default
-        if name in given:
-            entries.append(f"{name!r}: fields[{name!r}]")
-        elif info.default_factory is not None:
-            scope[f"factory_{index}"] = info.default_factory
-            entries.append(f"{name!r}: factory_{index}()")
-        elif default is PydanticUndefined:
-            raise TypeError(f"{cls.__name__} needs {name!r}")
-        elif isinstance(default, _IMMUTABLE):
-            scope[f"default_{index}"] = default
-            entries.append(f"{name!r}: default_{index}")
-        else:
-            scope[f"factory_{index}"] = functools.partial(copy.deepcopy, default)
-            entries.append(f"{name!r}: factory_{index}()")
+    scope: dict[str, Any] = {"new": cls.__new__, "cls": cls, "setattr": object.__setattr__}
+    entries = [f"{name!r}: {value}" for name, value in field_sources(cls, given, scope)]
+    scope["names"] = shared_names(cls, given)
     # What `BaseModel.model_construct` sets; it is not called since its per-field alias
     # handling costs more than validating would.
     source = (
@@ -105,12 +85,49 @@ def _maker(cls: type[BaseModel], given: tuple[str, ...]) -> Maker:
     return make
 
 
+def field_sources(
+    cls: type[BaseModel], given: tuple[str, ...], scope: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """Each field of `cls` in order, with the expression a generated maker computes its
+    value with: `fields[name]` for a field given, else its default (a shared immutable one)
+    or its factory's result; the defaults and factories are put in `scope`."""
+    unknown = set(given) - set(cls.model_fields)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field {sorted(unknown)[0]!r}")
+    sources = []
+    for index, (name, info) in enumerate(cls.model_fields.items()):
+        default = info.default
+        if name in given:
+            sources.append((name, f"fields[{name!r}]"))
+        elif info.default_factory is not None:
+            scope[f"factory_{index}"] = info.default_factory
+            sources.append((name, f"factory_{index}()"))
+        elif default is PydanticUndefined:
+            raise TypeError(f"{cls.__name__} needs {name!r}")
+        elif isinstance(default, _IMMUTABLE):
+            scope[f"default_{index}"] = default
+            sources.append((name, f"default_{index}"))
+        else:
+            scope[f"factory_{index}"] = functools.partial(copy.deepcopy, default)
+            sources.append((name, f"factory_{index}()"))
+    return sources
+
+
+def shared_names(cls: type[BaseModel], given: tuple[str, ...]) -> SharedFieldNames:
+    """The `model_fields_set` every `cls` record built from the `given` names shares."""
+    key = (cls, frozenset(given))
+    names = _NAMES.get(key)
+    if names is None:
+        names = _NAMES[key] = SharedFieldNames(given)
+    return names
+
+
 class SharesFieldNames(BaseModel):
     """A model whose instances `built` may make with a shared set of field names."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         names = self.__pydantic_fields_set__
-        if type(names) is _SharedFieldNames and name not in names:
+        if type(names) is SharedFieldNames and name not in names:
             # This record alone now has `name` set: it moves to the shared set that says so
             # (pydantic's own `add` then finds the name there).
             grown = _GROWN.get((id(names), name))
@@ -118,9 +135,9 @@ class SharesFieldNames(BaseModel):
                 if name not in type(self).model_fields:  # not a field: a set of its own
                     grown = set(names)  # type: ignore[assignment]
                 else:
-                    grown = _GROWN[(id(names), name)] = _SharedFieldNames({*names, name})
+                    grown = _GROWN[(id(names), name)] = SharedFieldNames({*names, name})
             object.__setattr__(self, "__pydantic_fields_set__", grown)
         super().__setattr__(name, value)
 
 
-__all__ = ["SharesFieldNames", "built"]
+__all__ = ["SharedFieldNames", "SharesFieldNames", "built", "field_sources", "shared_names"]

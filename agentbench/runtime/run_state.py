@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from agentbench.errors import RunTimeoutError
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context, RunContext
+from agentbench.runtime.event_log import EventLog
 from agentbench.runtime.events import (
     ContextChanged,
     ErrorInfo,
@@ -35,7 +36,6 @@ from agentbench.runtime.events import (
 from agentbench.runtime.memory import Memory
 from agentbench.runtime.models import ChatModel, Usage
 from agentbench.runtime.orchestration import HandoffRequest
-from agentbench.runtime.records import built
 from agentbench.runtime.tokens import estimate_tokens
 from agentbench.runtime.tools import ToolInterceptor
 
@@ -44,7 +44,8 @@ _STATE_LINE_CHARS = 240
 _STATE_TOKEN_BUDGET = 400
 T = TypeVar("T")
 # The events of every step, made from values the loop built itself: not validated (see
-# `records.built`). The rest (a run's input, context values, memory's decisions) are.
+# `records.built`), and packed as they are made (`EventLog.make`). The rest (a run's input,
+# context values, memory's decisions) are validated, then packed.
 _BUILT_BY_THE_LOOP = frozenset(
     {
         ModelRequest,
@@ -73,8 +74,9 @@ class RunResult:
     messages: list[dict[str, Any]]
     usage: Usage
     # Left out of the repr: it is every event of the run, and Python 3.11's `asyncio.run`
-    # builds the repr of what a run returns, which took seconds on a long run.
-    events: list[Any] = field(repr=False)
+    # builds the repr of what a run returns, which took seconds on a long run. A run's own
+    # result holds its `EventLog` (packed; events made again when read).
+    events: Sequence[Any] = field(repr=False)
     iterations: int
     duration_ms: float
     error: ErrorInfo | None = None
@@ -169,7 +171,7 @@ class RunState:
         self.output_corrections = 0
         self.stop: Stop | None = None
         self.hook_errors: list[str] = []
-        self.events: list[Any] = []
+        self.events = EventLog(self.run_id, agent.name)
         self._seq = 0
         self.started = time.perf_counter()
         limit = agent.limits.timeout_s
@@ -197,9 +199,12 @@ class RunState:
     def event(self, cls: type[T], **fields: Any) -> T:
         """Stamp and remember a new event of this run."""
         fields["run_id"], fields["seq"], fields["agent"] = self.run_id, self._seq, self.agent.name
-        made = built(cls, fields) if cls in _BUILT_BY_THE_LOOP else cls(**fields)  # type: ignore[arg-type]
+        if cls in _BUILT_BY_THE_LOOP:
+            made = self.events.make(cls, fields)
+        else:
+            made = cls(**fields)  # type: ignore[assignment]
+            self.events.append(made)
         self._seq += 1
-        self.events.append(made)
         return made
 
     def context_events(self) -> list[ContextChanged]:

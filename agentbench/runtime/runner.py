@@ -285,9 +285,8 @@ class _Conversation:
 
     def _merge_session(self, run: RunState) -> None:
         self.session.update(run.context.scope("session"))
-        for event in run.events:
-            removed = isinstance(event, ContextChanged) and event.op == "remove"
-            if removed and event.scope == "session":
+        for event in run.events.of_kind(ContextChanged):  # not every event made again
+            if event.op == "remove" and event.scope == "session":
                 self.session.pop(event.key, None)
         # A router remembers who answered last, so a short follow-up goes straight back there
         # even when its specialist handed the conversation on.

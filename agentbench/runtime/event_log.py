@@ -1,0 +1,136 @@
+"""`EventLog`: a run's events, kept packed and made into pydantic events again when read.
+
+A long run keeps every event it yields (`RunResult.events`). As pydantic models, one step's
+four events and the records inside them (the model's `ChatResponse`, its `Usage` and
+`ToolCall`s, the tool's `ToolResult`) cost ~3 KB, and ~20 objects the garbage collector
+keeps walking. The log keeps each event packed (`runtime/packed.py`: one tuple of its field
+values, the very objects, nothing copied; ~0.6 KB a step), without what it knows itself: the
+run's id and agent, the event's kind, and its sequence number, which is its position; its
+time goes to an array of doubles. Reading an event makes it again, field for field what was
+appended. The loop's own events are packed as they are made (`make`), others when appended.
+
+Reading makes a new object each time: an event is a value, and a change made to one read does
+not show on the next (the events a run yields to its hooks are the objects built; the log
+holds what they were when appended). An event that cannot be packed is kept as it is.
+"""
+
+from __future__ import annotations
+
+import copy
+from array import array
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, SupportsIndex, TypeVar, overload
+
+from agentbench.runtime.packed import EVENT_MAKERS, event_maker, packer, shapes_of, unpack
+
+E = TypeVar("E")
+_PACKERS: dict[type, Any] = {}  # by event class, its `packed.packer`
+
+
+class EventLog(Sequence[Any]):
+    """The events of one run, in order; `log[i].seq == i`. Read-only to everyone but the
+    run, which `append`s each event as it is made."""
+
+    __slots__ = ("_agent", "_entries", "_run_id", "_times")
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, so unhashable like one
+
+    def __init__(self, run_id: str, agent: str) -> None:
+        self._run_id = run_id
+        self._agent = agent
+        self._entries: list[Any] = []
+        # Each packed event's time as its POSIX timestamp: 8 bytes, not a 48-byte datetime;
+        # 0 for an event kept whole. A double has the microseconds exactly (it reads back
+        # as the same datetime) for times between 1834 and 2106; others are kept whole.
+        self._times = array("d")
+
+    def append(self, event: Any) -> None:
+        pack = _PACKERS.get(type(event))
+        if pack is None:
+            pack = _PACKERS[type(event)] = packer(type(event))
+        entry = pack(event, self._run_id, self._agent, len(self._entries), self._times)
+        if type(entry) is not tuple:
+            self._times.append(0.0)
+        self._entries.append(entry)
+
+    def make(self, cls: type[E], fields: dict[str, Any]) -> E:
+        """Build the next event (what `records.built(cls, fields)` gives, so for values the
+        run made itself: not validated) and append it, packed as it is made."""
+        given = tuple(fields)
+        make = EVENT_MAKERS.get((cls, given)) or event_maker(cls, given)
+        return make(fields, self._run_id, self._agent, self._entries, self._times)  # type: ignore[no-any-return]
+
+    def _read(self, position: int) -> Any:
+        entry = self._entries[position]
+        if type(entry) is tuple:
+            ts = datetime.fromtimestamp(self._times[position], UTC)
+            return unpack(entry, self._run_id, self._agent, position, ts)
+        return entry
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> Any:
+        if isinstance(index, slice):
+            return [self._read(position) for position in range(len(self))[index]]
+        position = index.__index__()
+        if position < 0:
+            position += len(self._entries)
+        if not 0 <= position < len(self._entries):
+            raise IndexError("event index out of range")
+        return self._read(position)
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(self._read, range(len(self._entries)))
+
+    def __reversed__(self) -> Iterator[Any]:
+        return map(self._read, reversed(range(len(self._entries))))
+
+    def of_kind(self, cls: type[E]) -> Iterator[E]:
+        """The events of class `cls` (or a subclass), without making the others again."""
+        shapes = shapes_of(cls)
+        for position, entry in enumerate(self._entries):
+            if type(entry) is tuple:
+                if entry[0] in shapes:
+                    yield self._read(position)
+            elif isinstance(entry, cls):
+                yield entry
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, EventLog | list):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    def __add__(self, other: object) -> list[Any]:
+        if isinstance(other, list | EventLog):
+            return [*self, *other]
+        return NotImplemented
+
+    def __radd__(self, other: object) -> list[Any]:
+        if isinstance(other, list):
+            return [*other, *self]
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        # Short for the reason `MessageView.__repr__` gives: a long run's result is repr'd
+        # whole by Python 3.11's `asyncio.run`.
+        return f"EventLog({len(self)} events of {self._run_id})"
+
+    # A copy is for changing, or for elsewhere: a list of the events.
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return copy.deepcopy(list(self), memo)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+
+__all__ = ["EventLog"]
