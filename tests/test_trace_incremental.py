@@ -207,6 +207,28 @@ def test_runtime_views_encode_as_lists_of_copies_do() -> None:
     assert encode(requests) == encode([copy.deepcopy(r) for r in requests])
 
 
+def test_a_secret_in_any_of_the_messages_a_step_appends_is_redacted() -> None:
+    # A step's appended messages are checked for secrets together first: one secret among
+    # them, first, last or in between, or at the join of two, must still be masked.
+    system = {"role": "system", "content": "You plan trips."}
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": "Plan a trip."}]
+    requests = []
+    placements = [0, 1, 2, None, "join"]
+    for step, place in enumerate(placements * 3):
+        texts = [f"step {step} note {i}" for i in range(3)]
+        if place == "join":
+            texts[0], texts[1] = f"step {step} api", "key: nothing"
+        elif place is not None:
+            texts[place] += " Bearer abcdefgh12345678"
+        for i, text in enumerate(texts):
+            conversation.append({"role": "tool", "tool_call_id": f"c{step}-{i}", "content": text})
+        requests.append({"model": "m", "messages": MessageView(system, conversation)})
+    stored = encode(requests)
+    assert stored == encode([copy.deepcopy(r) for r in requests])
+    assert all("abcdefgh12345678" not in diff for diff, _ in stored)
+    assert sum("[REDACTED]" in diff for diff, _ in stored) == 9
+
+
 # -- redaction in one pass ---------------------------------------------------------------------
 
 
@@ -272,6 +294,32 @@ def test_a_hint_inside_a_longer_word_is_no_secret() -> None:
     assert redact.clean('{"usage": {"input_tokens": 5, "output_tokens": 2}, "keys_sent": 1}')
     for document in ('{"api_key": 1}', '{"x": "token=abc"}', '{"tokenÄ": 1}', '{"a": "tok"}'):
         assert redact.clean(document) == (document == '{"a": "tok"}'), document
+
+
+DEFAULT_PATTERN_SECRETS = [
+    "sk-abcdefghijklmnopqrstu",
+    "Bearer abcdefgh12345678",
+    "bearer abcdefgh12345678",
+    "Basic dXNlcjpwYXNzd29yZA==",
+    "ghp_" + "a1" * 12,
+    "gho_" + "b2" * 12,
+    "xoxb-1234567890ab",
+    "AKIAABCDEFGHIJKLMNOP",
+    "eyJabcdefghij.eyJabcdefghij.abcdefghijk",
+]
+
+
+def test_clean_sees_every_default_pattern_whole_and_in_a_changed_window() -> None:
+    # `clean` searches for parts of the patterns' literals rather than the literals the
+    # masking pass uses: each default pattern's secret must still turn the shortcut off.
+    redact = redactor()
+    for secret in DEFAULT_PATTERN_SECRETS:
+        assert redact.value(secret) != secret, secret
+        document = json.dumps({"content": f"here it is: {secret} (keep it)"})
+        assert not redact.clean(document), secret
+        text = f"State so far: {secret} and more"
+        start = text.index(secret)
+        assert not redact.clean_change(text, start + 2, start + 3), secret
 
 
 def test_a_secret_that_json_escapes_turns_the_shortcut_off() -> None:

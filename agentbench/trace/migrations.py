@@ -212,13 +212,19 @@ MARKER_TABLE = "schema_migrations"
 _CREATED = re.compile(r"CREATE TABLE (\w+)")
 
 
-def applied(conn: duckdb.DuckDBPyConnection) -> int:
-    """The newest migration applied to this database; 0 for a new, empty one."""
-    tables = {row[0] for row in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+def applied(conn: duckdb.DuckDBPyConnection, tables: set[str] | None = None) -> int:
+    """The newest migration applied to this database; 0 for a new, empty one (`tables`: its
+    tables, when the caller has listed them already)."""
+    if tables is None:
+        tables = _table_names(conn)
     if MARKER_TABLE not in tables:
         return 0 if not tables else -1
     row = conn.execute(f"SELECT coalesce(max(id), 0) FROM {MARKER_TABLE}").fetchone()
     return int(row[0]) if row else 0
+
+
+def _table_names(conn: duckdb.DuckDBPyConnection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
 
 
 def tables_of(version: int) -> set[str]:
@@ -232,10 +238,11 @@ def tables_of(version: int) -> set[str]:
 def check(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
     """The applied migration number, or StoreFormatError for foreign and newer stores and
     StoreDamagedError for one of ours with a table gone."""
-    version = applied(conn)
-    tables = sorted(
-        r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()
-    )
+    # One listing serves both questions: each statement costs DuckDB about a millisecond,
+    # and this runs at every opening of the store for writing.
+    names = _table_names(conn)
+    version = applied(conn, names)
+    tables = sorted(names)
     if version < 0 and {"store_meta", "runs"} <= set(tables):
         raise damaged(path, f"its {MARKER_TABLE} table is missing (it has {', '.join(tables)})")
     if 0 <= version <= LATEST:

@@ -86,7 +86,7 @@ def store_batch(
             wait_s=wait_s,
             on_wait=on_wait,
             keep=keep,
-            on_open=lambda conn: migrate(conn, db_path),
+            on_open=lambda conn: _prepare(conn, db_path),
         ) as conn:
             batch = take()
             try:
@@ -112,6 +112,14 @@ def store_batch(
                 )
                 journal.discard()
     return more
+
+
+def _prepare(conn: duckdb.DuckDBPyConnection, db_path: Path) -> None:
+    """A new write connection for batches: migrated, and working on one thread. A batch is
+    a few small Arrow inserts; DuckDB's worker threads cost more CPU coordinating them
+    than they save (~15% of a batch's CPU), and the recording process has work of its own."""
+    migrate(conn, db_path)
+    conn.execute("SET threads TO 1")
 
 
 def _insert_each(
@@ -213,7 +221,11 @@ class Recording:
                     target=self._ingest_loop, name="agentbench-trace-ingest", daemon=True
                 )
                 self.thread.start()
-            self.wake.notify()
+            # The thread waits for a first run, then gathers others until `GATHER_S` has
+            # passed or a batch is full (see `_wait_for_work`): only those two need it awake.
+            # Waking it for every run would cost a thread switch each, for nothing.
+            if len(self.pending) == 1 or len(self.pending) >= MAX_BATCH_PARTS:
+                self.wake.notify()
 
     # -- storing -----------------------------------------------------------------------------
     def own_journals(self) -> set[Path]:

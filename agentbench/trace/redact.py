@@ -77,6 +77,19 @@ _DEFAULT_TRIGGERS: dict[str, tuple[str, ...]] = {
     r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}": ("eyJ",),
 }
 DEFAULT_PATTERNS: tuple[str, ...] = tuple(_DEFAULT_TRIGGERS)
+# What `clean` searches for instead: parts of the same literals (any match still contains
+# one) chosen to start with uncommon characters. A regex alternation tries its branches at
+# every position holding one of their first characters, and `s` and `e` are everywhere in
+# text: this one runs ~1.5x faster than the triggers over prose and JSON.
+_DEFAULT_TELLS: dict[str, tuple[str, ...]] = {
+    r"\bsk-[A-Za-z0-9_\-]{16,}": ("k-",),
+    r"\b[Bb]earer\s+(?P<secret>[A-Za-z0-9._~+/=\-]{8,})": ("Bearer", "bearer"),
+    r"\bBasic\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})": ("Basic",),
+    r"\bgh[pousr]_[A-Za-z0-9]{20,}": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    r"\bxox[abprs]-[A-Za-z0-9\-]{10,}": ("xox",),
+    r"\bAKIA[0-9A-Z]{16}\b": ("AKIA",),
+    r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}": ("yJ",),
+}
 
 _MIN_ENV_SECRET_CHARS = 8
 _SCALARS = (bool, int, float)
@@ -100,7 +113,8 @@ _EMBEDDED = (
 _KEY_CHARS = string.ascii_letters + string.digits + "_.-"  # what `key` above is made of
 # Where text was cut before it reached the redactor: the runtime's truncation marker (also as
 # it looks inside JSON text), or a bare ellipsis after a head or before a tail.
-_ELLIPSES = ("…", "\\u2026")
+_ELLIPSIS, _ESCAPED_ELLIPSIS = "…", "\\u2026"
+_ELLIPSES = (_ELLIPSIS, _ESCAPED_ELLIPSIS)
 _MARKER_REST = re.compile(r"\[truncated [\d,]+ of [\d,]+ chars\]")  # after the ellipsis
 _TOKEN_CHARS = r"[A-Za-z0-9_\-.+/=~]"
 _TAIL_TOKEN = re.compile(_TOKEN_CHARS + r"+\Z")
@@ -182,10 +196,12 @@ class Redactor:
                 _compiled_rules.clear()
             compiled = _compiled_rules[key] = _compile(self.rules, self._key_rules, values)
         self._hints = compiled.hints
+        self._end_hints = compiled.end_hints
         self._hint_pattern = compiled.hint_pattern
         self._literals = compiled.literals
         self._secrets = compiled.secrets
         self._triggers = compiled.triggers
+        self._tells = compiled.tells
         self._scannable = compiled.scannable
         self._reach = compiled.reach
         self._texts: dict[str, str] = {}  # the same strings recur across a run's events
@@ -252,11 +268,11 @@ class Redactor:
         if not self._scannable:
             return False
         text = document.decode() if isinstance(document, bytes) else document
-        if self._triggers is not None and self._triggers.search(text) is not None:
+        if self._tells is not None and self._tells.search(text) is not None:
             return False
-        if any(mark in text for mark in _ELLIPSES):
+        if _ELLIPSIS in text or _ESCAPED_ELLIPSIS in text:  # `_ELLIPSES`, spelled out: hot
             return False
-        return not _ends_a_word(text.lower(), self._hints)
+        return not _ends_a_word(text.lower(), self._end_hints)
 
     def clean_change(self, text: str, start: int, end: int) -> bool:
         """`clean` for a string that is one `clean` said yes to (inside its JSON document)
@@ -267,11 +283,11 @@ class Redactor:
         if not self._scannable:
             return False
         window = text[max(0, start - self._reach) : end + self._reach]
-        if self._triggers is not None and self._triggers.search(window) is not None:
+        if self._tells is not None and self._tells.search(window) is not None:
             return False
-        if any(mark in window for mark in _ELLIPSES):
+        if _ELLIPSIS in window or _ESCAPED_ELLIPSIS in window:
             return False
-        return not _ends_a_word(window.lower(), self._hints)
+        return not _ends_a_word(window.lower(), self._end_hints)
 
     def json(self, value: Any) -> str:
         """`value` redacted, as compact JSON text: the same text as dumping `self.value(value)`.
@@ -496,10 +512,14 @@ class _CompiledRules:
     """What a `Redactor` compiles from its rules and the secret values it knows."""
 
     hints: tuple[str, ...]
+    # The hints `clean` looks for at the end of a word: those ending in another hint are
+    # left out (`apikey` ends a word only where `key` does).
+    end_hints: tuple[str, ...]
     hint_pattern: re.Pattern[str]
     literals: tuple[str, ...]  # longest first
     secrets: re.Pattern[str]
     triggers: re.Pattern[str] | None
+    tells: re.Pattern[str] | None  # what `clean` searches for (None when `triggers` is)
     scannable: bool
     reach: int  # the longest text one of `clean`'s tests reads past a position
 
@@ -510,6 +530,7 @@ def _compile(
     # A secret key ends with a rule's words, so its text holds the rule's last word: where
     # none occurs (most strings, most of a large document), no key can be secret.
     hints = tuple(sorted({words[-1] for words in key_rules}))
+    end_hints = tuple(h for h in hints if not any(o != h and h.endswith(o) for o in hints))
     hint_pattern = re.compile("|".join(map(re.escape, hints)) or r"(?!)", re.IGNORECASE)
     literal = sorted((v for v in values if len(v) >= _MIN_ENV_SECRET_CHARS), key=len)
     literals = tuple(reversed(literal))  # longest first
@@ -518,15 +539,22 @@ def _compile(
     known = (*literal, *(t for group in groups if group for t in group))
     # None: a pattern we know nothing about, so the full regex always runs.
     triggers = re.compile("|".join(re.escape(t) for t in known)) if all(groups) and known else None
+    tells = None
+    if triggers is not None:
+        told = (*literal, *(t for p in rules.patterns for t in _DEFAULT_TELLS[p]))
+        tells = re.compile("|".join(re.escape(t) for t in told))
     # `clean` reads JSON text, where `"`, `\\` and control characters are escaped: a known
     # secret holding one might not be found there verbatim, so then it never answers yes.
     scannable = not any(_JSON_ESCAPED.search(v) for v in literals) and (
         triggers is not None or (not rules.patterns and not literals)
     )
     # A hint is read with the character after it; a trigger or a cut mark whole.
+    tell_lengths = (len(t) for p in rules.patterns for t in _DEFAULT_TELLS.get(p, ()))
     reach = max((len(t) for t in (*known, *_ELLIPSES)), default=0)
-    reach = max(reach, *(len(h) + 1 for h in hints)) if hints else reach
-    return _CompiledRules(hints, hint_pattern, literals, secrets, triggers, scannable, reach)
+    reach = max((reach, *tell_lengths, *(len(h) + 1 for h in hints)))
+    return _CompiledRules(
+        hints, end_hints, hint_pattern, literals, secrets, triggers, tells, scannable, reach
+    )
 
 
 def _ends_a_word(lowered: str, hints: tuple[str, ...]) -> bool:

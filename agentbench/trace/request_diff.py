@@ -27,7 +27,7 @@ from operator import is_not, ne
 from typing import Any
 
 from agentbench.runtime.message_view import MessageView
-from agentbench.trace._json import canonical, kept
+from agentbench.trace._json import canonical, kept, kept_native
 from agentbench.trace.redact import Redactor
 
 # A message is stored as an edit of the previous one at its place when that keeps at least
@@ -39,6 +39,8 @@ _MIN_EDIT_SAVING = 16
 _ENCODE_WITHOUT_LOOKUP = 8
 # A position index is carried to the next request when at most this many places changed.
 _MAX_CARRIED_CHANGES = 16
+_KEY_PREFIX_ENTRIES = 256
+_KEY_PREFIXES: dict[str, bytes] = {}  # see `_key_prefix`
 
 
 @dataclass
@@ -148,8 +150,15 @@ def encode_request(
             params[key] = previous.params[key]
             stored_param_parts[key] = previous.stored_param_parts[key]
         else:
-            params[key] = changed[key] = redactor.value(value)
-            stored_param_parts[key] = canonical(params[key])
+            # As for a message (`_MessagesDiff._new_message`): with nothing in it to mask,
+            # its redacted form is its copy and its stored bytes are its raw ones.
+            copied = _snapshot(value)
+            if type(copied) is not _Opaque and redactor.clean(part):
+                params[key] = changed[key] = copied
+                stored_param_parts[key] = part
+            else:
+                params[key] = changed[key] = redactor.value(value)
+                stored_param_parts[key] = canonical(params[key])
     removed = [key for key in previous.param_parts if key not in param_parts]
     order = list(request.keys())
 
@@ -232,11 +241,11 @@ def _assembled_hash(
     """
     keys = sorted(order)
     if "messages" not in keys:
-        fields = [canonical(key) + b":" + params[key] for key in keys]
+        fields = [_key_prefix(key) + params[key] for key in keys]
         return hashlib.sha256(b"{" + b",".join(fields) + b"}").hexdigest(), None, None
     split = keys.index("messages")
-    before = [canonical(key) + b":" + params[key] for key in keys[:split]]
-    after = [canonical(key) + b":" + params[key] for key in keys[split + 1 :]]
+    before = [_key_prefix(key) + params[key] for key in keys[:split]]
+    after = [_key_prefix(key) + params[key] for key in keys[split + 1 :]]
     head = b"{" + b"".join(field + b"," for field in before) + b'"messages":['
     done = len(previous.stored_parts)
     continued = (
@@ -254,6 +263,18 @@ def _assembled_hash(
     final = hasher.copy()
     final.update(b"]" + b"".join(b"," + field for field in after) + b"}")
     return final.hexdigest(), head, hasher
+
+
+def _key_prefix(key: Any) -> bytes:
+    """`"key":` as canonical JSON: the same few parameter names come at every request."""
+    if type(key) is not str:  # 1 and True are one dict key, but not one JSON text
+        return canonical(key) + b":"
+    prefix = _KEY_PREFIXES.get(key)
+    if prefix is None:
+        if len(_KEY_PREFIXES) >= _KEY_PREFIX_ENTRIES:
+            _KEY_PREFIXES.clear()
+        prefix = _KEY_PREFIXES[key] = canonical(key) + b":"
+    return prefix
 
 
 class _MessagesDiff:
@@ -277,6 +298,8 @@ class _MessagesDiff:
         self.redactor = redactor
         self.snapshots: list[Any] = []
         self.changed: list[int] = []  # places (among the previous ones) whose bytes changed
+        self.shared = 0  # messages at places the previous request had too
+        self.appended_clean: bool | None = None  # see `_clean`
         self.parts = self._parts(raw)
         self.messages: list[Any] = []
         self.stored_parts: list[bytes] = []
@@ -294,7 +317,7 @@ class _MessagesDiff:
         few: the ones appended, or re-rendered, since the last step.
         """
         previous = self.previous
-        shared = min(len(raw), len(previous.raw))
+        shared = self.shared = min(len(raw), len(previous.raw))
         parts = previous.parts[:shared]
         snapshots = previous.snapshots[:shared]
         checked = range(min(shared, 1) if self.trusted else shared)
@@ -308,11 +331,16 @@ class _MessagesDiff:
                 self.changed.append(index)
             parts[index] = part
         for message in raw[shared:]:
+            # A message the runtime's conversation gained never changes once sent (see
+            # `MessageView`): it is its own copy (so the run's messages are not held twice),
+            # and being plain data is all its encoding has to show.
+            plain = kept_native(message) if self.trusted else None
+            if plain is not None:
+                parts.append(plain)
+                snapshots.append(message)
+                continue
             part, snapshot = self._encoded(message, moved)
             if self.trusted and snapshot is not message and snapshot == message:
-                # A message the runtime's conversation gained: it never changes once sent
-                # (see `MessageView`), so it is its own copy and the run's messages are not
-                # held twice.
                 snapshot = message
             parts.append(part)
             snapshots.append(snapshot)
@@ -392,6 +420,15 @@ class _MessagesDiff:
 
     def _clean(self, index: int, snapshot: Any, change: tuple[int, int] | None) -> bool:
         if change is None:
+            if index >= self.shared and len(self.parts) - self.shared > 1:
+                # The messages appended since the last request, read in one pass (the
+                # common step adds two or three): joined by a newline, which ends a word and
+                # is in no literal, the whole is clean exactly when each message is.
+                if self.appended_clean is None:
+                    appended = b"\n".join(self.parts[self.shared :])
+                    self.appended_clean = self.redactor.clean(appended)
+                if self.appended_clean:
+                    return True
             return self.redactor.clean(self.parts[index])
         text = snapshot["content"]
         return self.redactor.clean_change(text, change[0], len(text) - change[1])
