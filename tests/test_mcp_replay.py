@@ -25,6 +25,7 @@ def test_golden_mcp_cassette_replays_with_the_tools_recorded_and_no_server(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.chdir(ROOT)
+    close_all()  # servers other tests of this process started: none may be running here
     code = main(
         [
             "replay",
