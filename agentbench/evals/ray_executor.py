@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import itertools
 import math
 import sys
 import threading
@@ -52,6 +53,11 @@ SHIPPED_EXCLUDES = [
 ]
 TASK_RETRIES = 3  # a worker lost mid-batch: its batch runs again, up to this many times
 BATCHES_PER_CPU = 4
+# At most this many trials a task: a task is then a second or so of replays (scheduling stays
+# a small part of it), and what one returns stays small in the driver.
+MAX_BATCH = 64
+IN_FLIGHT_PER_CPU = 2  # tasks submitted ahead of what has come back, per CPU of the cluster
+STORE_BACKLOG = 8  # batches handed to the store and not yet written: the driver waits above
 
 
 @dataclass
@@ -162,9 +168,10 @@ class RayExecutor:
                 f"({path}) is outside it: run from the repository holding the suites"
             ) from None
 
-    def batches(self, items: list[tuple[str, str, int]]) -> list[list[tuple[str, str, int]]]:
-        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        size = max(1, math.ceil(len(items) / (cpus * BATCHES_PER_CPU)))
+    def batches(
+        self, items: list[tuple[str, str, int]], cpus: int
+    ) -> list[list[tuple[str, str, int]]]:
+        size = max(1, min(MAX_BATCH, math.ceil(len(items) / (cpus * BATCHES_PER_CPU))))
         return [items[i : i + size] for i in range(0, len(items), size)]
 
     async def run(
@@ -181,17 +188,32 @@ class RayExecutor:
         remote = ray.remote(max_retries=TASK_RETRIES)(run_batch)
         worker_options = replace(options, shard=None, resume=None)
         redaction = getattr(harness.store, "redaction", None) or RedactionRules()
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        # Submitted a window at a time, and taken back as they finish: neither the tasks'
+        # results nor the store's queue grow with the number of trials (the driver's memory
+        # stays flat however many there are).
+        waiting = iter(self.batches(items, cpus))
+        window = cpus * IN_FLIGHT_PER_CPU
         pending = [
             remote.remote(eval_id, batch, worker_options, redaction)
-            for batch in self.batches(items)
+            for batch in itertools.islice(waiting, window)
         ]
         with _notices_to_stderr():
             while pending:
                 done, pending = await asyncio.to_thread(ray.wait, pending, num_returns=1)
                 outcomes, rows = await asyncio.to_thread(ray.get, done[0])
+                del done
+                pending += [
+                    remote.remote(eval_id, batch, worker_options, redaction)
+                    for batch in itertools.islice(waiting, 1)
+                ]
                 store_batch(harness.store, rows)  # the driver alone writes the store
+                del rows
                 for outcome in outcomes:
                     finished(outcome)
+                # The store is behind: let its writer thread catch up (a thread, so polled).
+                while getattr(harness.store, "backlog", lambda: 0)() > STORE_BACKLOG:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
 
 
 # Ray's driver prints cluster notices ("A worker died or was killed…") to stdout from a thread

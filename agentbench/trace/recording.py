@@ -235,6 +235,11 @@ class Recording:
         with self.lock:
             return bool(self.pending or self.more_dead)
 
+    def backlog(self) -> int:
+        """Finished runs' rows handed over and not stored yet (batches of them, as handed)."""
+        with self.lock:
+            return len(self.pending) + len(self.in_flight)
+
     def ingest(self, wait_s: float, on_wait: WaitNotice | None = None) -> None:
         """Store one bounded batch of what is queued (and dead processes' journals);
         StoreBusyError if we can't."""

@@ -120,6 +120,11 @@ class TraceStore:
         if rows:
             self._recorder_side().run_finished(RunRows(results=list(rows)))
 
+    def backlog(self) -> int:
+        """How many handed-over batches of rows wait to be stored: a producer faster than
+        the store (a driver collecting from many workers) waits while it is high."""
+        return self._recording.backlog() if self._recording is not None else 0
+
     def flush(self) -> None:
         """Store every finished run now (normally a background thread does it)."""
         if self._recording is not None:
