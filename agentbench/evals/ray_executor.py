@@ -1,7 +1,8 @@
 """`--executor ray`: trials as Ray tasks, a batch of trials per task (the `ray` extra).
 
-The driver ships the suites' repository to the cluster as Ray's runtime environment
-(`working_dir`), splits the queued trials into batches — enough for every CPU to have a few,
+The driver ships the suites' repository to a cluster it joins (`--ray-address`) as Ray's
+runtime environment (`working_dir`; a Ray it starts on this machine reads the suites in
+place), splits the queued trials into batches — enough for every CPU to have a few,
 few enough that scheduling stays a small part of the time — and submits one task per batch.
 A task loads its suites (once per worker process), runs its trials with the same harness code
 as the local executor, and records their runs into rows in memory instead of a store: the
@@ -137,13 +138,19 @@ class RayExecutor:
         self.shipped = False  # whether tasks run in a shipped copy of the repository
 
     def _connect(self) -> None:
-        """Start or join Ray with the repository as the job's working directory (Ray uploads
-        it once, and every task runs the suites' code as it is here, on any node). Ray set up
-        by the caller (a test, a notebook) is used as it is: then tasks read the suites where
-        they are, which needs the workers on this machine unless its job ships them."""
+        """Join the cluster at `address` with the repository as the job's working directory
+        (Ray uploads it once, and every task runs the suites' code as it is here, on any
+        node), or start a Ray on this machine, whose workers read the suites where they are:
+        uploading means packing the whole repository, cassettes included, in the driver's
+        memory (2 GB for a 10,000-case suite), for workers that share this disk anyway. Ray
+        set up by the caller (a test, a notebook) is used as it is."""
         if ray.is_initialized():
             shipped = (ray.get_runtime_context().runtime_env or {}).get("working_dir")
             self.shipped = bool(shipped)
+            return
+        if self.address is None:
+            ray.init(include_dashboard=False, log_to_driver=False)
+            self.shipped = False
             return
         ray.init(
             address=self.address,
