@@ -516,10 +516,10 @@ EQUIVALENT = [
     Mutation(
         "eq-rename-fenced",
         f"{RT}/arguments.py",
-        '    fenced = _FENCE.match(text) if text[0] == "`" else None  # stripped: a fence starts it\n'
-        "    if fenced:\n        text = fenced.group(1).strip()",
-        '    fence = _FENCE.match(text) if text[0] == "`" else None  # stripped: a fence starts it\n'
-        "    if fence:\n        text = fence.group(1).strip()",
+        '    fenced = _FENCE.match(text) if text[0] == "`" else None  # stripped: a fence '
+        "starts it\n    if fenced:\n        text = fenced.group(1).strip()",
+        '    fence = _FENCE.match(text) if text[0] == "`" else None  # stripped: a fence '
+        "starts it\n    if fence:\n        text = fence.group(1).strip()",
         "rename a local variable",
         equivalent=True,
     ),
