@@ -13,7 +13,7 @@ import click
 import orjson
 
 from agentbench.commands.run import EXIT_GATE, EXIT_INFRA, EXIT_OK
-from agentbench.commands.run_outputs import judge, show, write_outputs
+from agentbench.commands.run_outputs import gate_options, judge, show, write_outputs
 from agentbench.commands.traces import open_store, reports_dir, store_options
 from agentbench.errors import UsageError
 from agentbench.evals.harness import EvalRun
@@ -30,51 +30,7 @@ Examples:
 """,
 )
 @click.argument("eval_id")
-@click.option(
-    "--baseline",
-    default=None,
-    metavar="EVAL_ID|latest|git:REF",
-    help="Compare with this stored eval [default: the latest eval of the merge-base].",
-)
-@click.option(
-    "--budget-pct",
-    type=click.FloatRange(min=0),
-    default=20.0,
-    show_default=True,
-    help="Tokens, cost or latency worse than this percentage is a budget regression.",
-)
-@click.option(
-    "--fail-under",
-    type=click.FloatRange(0, 1),
-    default=None,
-    metavar="RATE",
-    help="Gate on the pass rate (0-1) instead of on every case passing.",
-)
-@click.option(
-    "--fail-on-change",
-    is_flag=True,
-    help="Fail when any case's trajectory differs from the baseline's.",
-)
-@click.option(
-    "--junit",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write a JUnit XML file.",
-)
-@click.option(
-    "--summary-md",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).",
-)
-@click.option(
-    "--report-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Where the HTML report is written [default: reports/ in the repository].",
-)
-@click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary and results as JSON.")
+@gate_options
 @store_options
 def gate(
     eval_id: str,

@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from agentbench.commands import summary as summary_text
-from agentbench.commands.run_outputs import judge, show, write_outputs
+from agentbench.commands.run_outputs import gate_options, judge, show, write_outputs
 from agentbench.commands.traces import open_store, store_options
 from agentbench.errors import UsageError
 from agentbench.evals.against import run_against
@@ -93,23 +93,10 @@ Examples:
     "OPENAI_BASE_URL, or the suite's model:) and score the real continuation.",
 )
 @click.option(
-    "--fail-under",
-    type=click.FloatRange(0, 1),
-    default=None,
-    metavar="RATE",
-    help="Gate on the pass rate (0-1) instead of on every case passing.",
-)
-@click.option(
     "--resume",
     default=None,
     metavar="EVAL_ID",
     help="Continue an interrupted eval: run only the trials it has no result for.",
-)
-@click.option(
-    "--baseline",
-    default=None,
-    metavar="EVAL_ID|latest|git:REF",
-    help="Compare with this stored eval [default: the latest eval of the merge-base].",
 )
 @click.option(
     "--against",
@@ -117,40 +104,6 @@ Examples:
     metavar="REF",
     help="First run the same suites at git REF (a temporary worktree) as the baseline.",
 )
-@click.option(
-    "--budget-pct",
-    type=click.FloatRange(min=0),
-    default=20.0,
-    show_default=True,
-    help="Tokens, cost or latency worse than this percentage is a budget regression.",
-)
-@click.option(
-    "--fail-on-change",
-    is_flag=True,
-    help="With a baseline: fail the gate when any case's trajectory differs from the "
-    "baseline's, scores equal or not (for upgrades that must not change behaviour).",
-)
-@click.option(
-    "--junit",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write a JUnit XML file (one testcase per case and trial).",
-)
-@click.option(
-    "--summary-md",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).",
-)
-@click.option(
-    "--report-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Where the HTML report is written (<dir>/<eval_id>/index.html) "
-    "[default: reports/ in the repository holding the suites].",
-)
-@click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary and results as JSON.")
 @click.option(
     "--shard",
     default=None,
@@ -186,6 +139,7 @@ Examples:
     metavar="parquet://DIR",
     help="Also write this eval's evals, results and traces to DIR as date-partitioned Parquet.",
 )
+@gate_options
 @store_options
 def run(
     paths: tuple[Path, ...],

@@ -11,9 +11,10 @@ was, so CI always has something to attach.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 import orjson
@@ -31,6 +32,8 @@ from agentbench.evals.compare import Comparison, compare_evals
 from agentbench.evals.compare_text import comparison_text
 from agentbench.evals.gate import gate
 from agentbench.report import write_report
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
@@ -78,8 +81,10 @@ def judge(
             found = find_baseline(store, spec, current_eval_id=result.eval_id, repo=repo)
             baseline_id, note = found.eval_id, found.note
         if baseline_id is None:
-            rule = f"the pass rate must reach {fail_under:.0%}" if fail_under is not None else (
-                "every case must pass"
+            rule = (
+                f"the pass rate must reach {fail_under:.0%}"
+                if fail_under is not None
+                else ("every case must pass")
             )
             if fail_on_change:
                 rule += " (--fail-on-change has no baseline to compare behaviour with)"
@@ -194,3 +199,62 @@ def show(
     ):
         if path is not None:
             click.echo(f"{label}: {path}")
+
+
+def gate_options(command: F) -> F:
+    """The options of a gate and its outputs, shared by `run` (which gates the eval it runs)
+    and `gate` (which gates a stored one), so both read the same."""
+    options = [
+        click.option(
+            "--fail-under",
+            type=click.FloatRange(0, 1),
+            default=None,
+            metavar="RATE",
+            help="Gate on the pass rate (0-1) instead of on every case passing.",
+        ),
+        click.option(
+            "--baseline",
+            default=None,
+            metavar="EVAL_ID|latest|git:REF",
+            help="Compare with this stored eval [default: the latest eval of the merge-base].",
+        ),
+        click.option(
+            "--budget-pct",
+            type=click.FloatRange(min=0),
+            default=20.0,
+            show_default=True,
+            help="Tokens, cost or latency worse than this percentage is a budget regression.",
+        ),
+        click.option(
+            "--fail-on-change",
+            is_flag=True,
+            help="With a baseline: fail the gate when any case's trajectory differs from the "
+            "baseline's, scores equal or not (for upgrades that must not change behaviour).",
+        ),
+        click.option(
+            "--junit",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Write a JUnit XML file (one testcase per case and trial).",
+        ),
+        click.option(
+            "--summary-md",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).",
+        ),
+        click.option(
+            "--report-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="Where the HTML report is written (<dir>/<eval_id>/index.html) "
+            "[default: reports/ in the repository holding the suites].",
+        ),
+        click.option("--no-report", is_flag=True, help="Do not write the HTML report."),
+        click.option(
+            "--json", "as_json", is_flag=True, help="Print the summary and results as JSON."
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command

@@ -65,15 +65,18 @@ def stored_evals(store: Any) -> list[StoredEval]:
     ]
 
 
-def git(args: list[str], cwd: Path) -> str | None:
+def git(
+    args: list[str], cwd: Path, *, stdin: str | None = None, timeout_s: float = _GIT_TIMEOUT_S
+) -> str | None:
     """stdout of a read-only git command, or None when git is missing or the command fails."""
     try:
         done = subprocess.run(
             ["git", *args],
             cwd=cwd,
+            input=stdin,
             capture_output=True,
             text=True,
-            timeout=_GIT_TIMEOUT_S,
+            timeout=timeout_s,
             check=False,
         )
     except (OSError, subprocess.SubprocessError):

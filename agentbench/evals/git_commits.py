@@ -7,10 +7,11 @@ a commit the repository does not know — a store may hold evals of another clon
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from agentbench.evals.baseline import git
 
 _GIT_TIMEOUT_S = 30.0
 
@@ -25,20 +26,9 @@ class CommitInfo:
 
 
 def git_text(args: list[str], cwd: Path, stdin: str | None = None) -> str | None:
-    """stdout of a git command, or None when git is missing or the command fails."""
-    try:
-        done = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=_GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    """stdout of a git command, or None when git is missing or the command fails (with the
+    longer timeout a walk over many commits can need)."""
+    return git(args, cwd, stdin=stdin, timeout_s=_GIT_TIMEOUT_S)
 
 
 def describe_commits(shas: Iterable[str], repo: Path) -> dict[str, CommitInfo]:
