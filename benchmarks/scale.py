@@ -11,8 +11,10 @@ then the answer), recorded once under --work and replayed by every configuration
 * ray — `--executor ray` on a local Ray started by the run (its start-up, measured alone
   beforehand, is printed too, and left in the figure: a CI job pays it).
 
-Printed per size and configuration: wall seconds, cases per second, the driver's peak RSS
-(the process that runs `agentbench run` or `merge`; shard processes' own peaks beside it),
+Printed per size and configuration: wall seconds, cases per second, the driver's own peak RSS
+(the process that runs `agentbench run` or `merge`, read from its /proc status as it ends;
+shard processes' own peaks beside it) and the largest peak of its process tree as rusage
+reports it (the children it waited for, such as the cassette prefetch process),
 and, between sizes, how the driver's peak grows per case — flat means the driver holds no
 per-case state; and what the local run stored, as a DuckDB file and as a Parquet export, per
 case. Every configuration must store the same number of results. No timings are asserted
@@ -34,6 +36,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import suite_scale
 
+# Runs the CLI and writes the process's own peak RSS (VmHWM) to a file: the rusage of a
+# waited-for child is the largest peak of its tree (the cassette prefetch process, say), not
+# necessarily the driver's.
+_DRIVER = """
+import sys
+from agentbench.cli import main
+code = main(sys.argv[2:])
+with open(sys.argv[1], "w") as out:
+    out.write(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")))
+sys.exit(code)
+"""
+
 
 def _wait(process: subprocess.Popen[bytes], started: float) -> dict[str, float]:
     _, status, usage = os.wait4(process.pid, 0)
@@ -46,12 +60,15 @@ def _wait(process: subprocess.Popen[bytes], started: float) -> dict[str, float]:
         raise SystemExit(
             f"{' '.join(map(str, process.args))} exited {process.returncode}:\n{error[-2000:]}"
         )
-    return {"wall": wall, "rss_mb": usage.ru_maxrss / 1024}
+    peak = Path(process.args[3]).read_text()  # type: ignore[index]
+    return {"wall": wall, "rss_mb": int(peak) / 1024, "tree_mb": usage.ru_maxrss / 1024}
 
 
 def _start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    handle, peak = tempfile.mkstemp(prefix="agentbench-peak-")
+    os.close(handle)
     return subprocess.Popen(
-        [sys.executable, "-m", "agentbench", *args],
+        [sys.executable, "-c", _DRIVER, peak, *args],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -135,6 +152,7 @@ def sharded(suite: Path, scratch: Path, env: dict[str, str], count: int) -> dict
     return {
         "wall": time.perf_counter() - started,
         "rss_mb": merge["rss_mb"],
+        "tree_mb": merge["tree_mb"],
         "shard_rss_mb": max(s["rss_mb"] for s in shards),
         "merge_wall": merge["wall"],
         "results": _results(merged),
@@ -213,12 +231,13 @@ def main() -> int:
                 print(f"  {cases} cases, {name}: {found['wall']:.1f} s", file=sys.stderr)
     print(
         f"{'cases':>7}  {'configuration':<18} {'wall s':>7} {'cases/s':>8} {'driver MB':>10} "
-        f"{'shard MB':>9} {'merge s':>8}"
+        f"{'tree MB':>8} {'shard MB':>9} {'merge s':>8}"
     )
     for cases, name, found in rows:
         print(
             f"{cases:>7}  {name:<18} {found['wall']:>7.1f} {cases / found['wall']:>8.0f} "
-            f"{found['rss_mb']:>10.0f} {_cell(found.get('shard_rss_mb'), 0):>9} "
+            f"{found['rss_mb']:>10.0f} {found['tree_mb']:>8.0f} "
+            f"{_cell(found.get('shard_rss_mb'), 0):>9} "
             f"{_cell(found.get('merge_wall'), 1):>8}"
         )
     for cases, size in sizes.items():
