@@ -198,8 +198,8 @@ def rates_primary(currency: str) -> dict:
 @tool(effect="read_only", idempotent=True)
 def rates_mirror(currency: str) -> dict:
     """Exchange rate to EUR, from the mirror."""
-    if currency == "XXX":
-        raise BusinessFailure("no rate for XXX")
+    if currency == "XTS":
+        raise BusinessFailure("no rate for XTS")
     return {"currency": currency, "eur": 0.92}
 
 
@@ -235,9 +235,9 @@ async def test_a_business_failure_is_final() -> None:
     result = await rates.invoke({"currency": "USD"})
     assert result.kind is ResultKind.BUSINESS_FAILURE and result.error == "currency suspended"
     assert called == ["refusing"]
-    after_error = await fallback(rates_primary, rates_mirror).invoke({"currency": "XXX"})
+    after_error = await fallback(rates_primary, rates_mirror).invoke({"currency": "XTS"})
     assert after_error.kind is ResultKind.BUSINESS_FAILURE
-    assert after_error.error.startswith("no rate for XXX (fell back to rates_mirror after")
+    assert after_error.error.startswith("no rate for XTS (fell back to rates_mirror after")
 
 
 async def test_every_backend_failing_is_one_system_error_naming_each() -> None:
