@@ -17,7 +17,8 @@ from agentbench.commands.run_outputs import gate_options, judge, show, write_out
 from agentbench.commands.traces import open_store, reports_dir, store_options
 from agentbench.errors import UsageError
 from agentbench.evals.harness import EvalRun
-from agentbench.evals.results_store import stored_outcomes
+from agentbench.evals.outcome_spool import OutcomeSpool
+from agentbench.evals.results_store import iter_stored_outcomes
 from agentbench.report.loading import resolve_eval_id
 from agentbench.trace.code_version import find_work_tree
 
@@ -55,9 +56,9 @@ def gate(
         ).fetchone()
     if row is None:
         raise UsageError(f"no eval {eval_id} in {store.path}")
-    outcomes = sorted(
-        stored_outcomes(store, eval_id).values(), key=lambda o: (o.suite, o.case_id, o.trial)
-    )
+    outcomes = OutcomeSpool()  # streamed from the store to disk: nothing held per trial
+    outcomes.extend(iter_stored_outcomes(store, eval_id))
+    outcomes.seal()
     stored = orjson.loads(row[1]) if row[1] else {}
     result = EvalRun(
         eval_id,

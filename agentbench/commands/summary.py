@@ -7,7 +7,9 @@ with its file and line and the reasons its scorers gave.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,20 +34,18 @@ def render(run: Any, store_path: Path, *, fail_under: float | None = None) -> st
         + (f", {run.resumed} resumed" if run.resumed else ""),
         "",
     ]
-    rows = []
-    for suite, numbers in summary.by_suite.items():
-        mine = [o for o in run.outcomes if o.suite == suite]
-        rows.append(
-            [
-                suite,
-                len({o.case_id for o in mine}),
-                sum(o.status == "passed" for o in mine),
-                sum(o.status in ("failed", "error") for o in mine),
-                sum(o.status in ("xfailed", "xpassed") for o in mine),
-                sum(o.status == "skipped" for o in mine),
-                _rate(numbers["pass_rate"]),
-            ]
-        )
+    rows = [
+        [
+            suite,
+            numbers.get("cases", 0),
+            numbers["passed"],
+            numbers.get("failed", 0),
+            numbers.get("expected", 0),
+            numbers.get("skipped", 0),
+            _rate(numbers["pass_rate"]),
+        ]
+        for suite, numbers in summary.by_suite.items()
+    ]
     lines.append(
         table(["suite", "cases", "passed", "failed", "xfail", "skipped", "pass rate"], rows)
     )
@@ -63,30 +63,31 @@ def render(run: Any, store_path: Path, *, fail_under: float | None = None) -> st
     if summary.scorer_means:
         means = ", ".join(f"{name} {mean:.2f}" for name, mean in summary.scorer_means.items())
         lines.append(f"scorers (mean): {means}")
-    slowest = sorted(
-        (o for o in run.outcomes if o.status != "skipped"), key=lambda o: -o.duration_ms
-    )[:3]
+    listed = _Listed.of(run.outcomes)
+    slowest = listed.slowest
     if slowest:
         lines.append(
             "slowest: " + ", ".join(f"{o.suite}/{o.case_id} {_ms(o.duration_ms)}" for o in slowest)
         )
-    failing = [o for o in run.outcomes if o.status in ("failed", "error")]
+    failing = listed.failing
     if failing:
         lines.append("")
         lines.append(f"failing ({len(failing)}):")
         lines.extend(_failure(o) for o in failing)
-    reported = [o for o in run.outcomes if o.drifts and not o.drift_failed]
-    if reported:
+    reported = listed.drifted
+    if listed.drifted_count:
         lines.append("")
-        lines.append(f"request drift, reported and not counted ({len(reported)} trial(s)):")
-        for outcome in reported[:MAX_LISTED]:
+        lines.append(
+            f"request drift, reported and not counted ({listed.drifted_count} trial(s)):"
+        )
+        for outcome in reported:
             lines.append(f"  {outcome.suite}/{outcome.case_id} trial {outcome.trial}")
             lines.append(f"    - {drift_text(outcome)}")
             if outcome.continued_live:
                 lines.append(f"    - {outcome.divergence_verdict()}")
-        if len(reported) > MAX_LISTED:
-            lines.append(f"  … and {len(reported) - MAX_LISTED} more")
-    expected = [o for o in run.outcomes if o.status in ("xfailed", "xpassed")]
+        if listed.drifted_count > MAX_LISTED:
+            lines.append(f"  … and {listed.drifted_count - MAX_LISTED} more")
+    expected = listed.expected
     if expected:
         lines.append("")
         lines.append("expected failures:")
@@ -98,6 +99,42 @@ def render(run: Any, store_path: Path, *, fail_under: float | None = None) -> st
     lines.append("")
     lines.append(f"results: {store_path} (eval {run.eval_id})")
     return "\n".join(lines)
+
+
+@dataclass
+class _Listed:
+    """The trials the summary names, found in one pass: an eval's outcomes may be a spool
+    read back from disk, so each pass costs a read of every trial."""
+
+    slowest: list[TrialOutcome] = field(default_factory=list)
+    failing: list[TrialOutcome] = field(default_factory=list)
+    drifted: list[TrialOutcome] = field(default_factory=list)  # the first MAX_LISTED
+    drifted_count: int = 0
+    expected: list[TrialOutcome] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, outcomes: Iterable[TrialOutcome]) -> _Listed:
+        listed = cls()
+        timed: list[tuple[float, int, TrialOutcome]] = []  # a heap of the 3 slowest
+        for index, outcome in enumerate(outcomes):
+            status = outcome.status
+            if status != "skipped":
+                # Ties keep the earlier trial, as a stable sort by duration would.
+                item = (outcome.duration_ms, -index, outcome)
+                if len(timed) < 3:
+                    heapq.heappush(timed, item)
+                elif item[:2] > timed[0][:2]:
+                    heapq.heapreplace(timed, item)
+            if status in ("failed", "error"):
+                listed.failing.append(outcome)
+            elif status in ("xfailed", "xpassed"):
+                listed.expected.append(outcome)
+            if outcome.drifts and not outcome.drift_failed:
+                listed.drifted_count += 1
+                if len(listed.drifted) < MAX_LISTED:
+                    listed.drifted.append(outcome)
+        listed.slowest = [o for _, _, o in sorted(timed, key=lambda t: t[:2], reverse=True)]
+        return listed
 
 
 def _failure(outcome: TrialOutcome) -> str:

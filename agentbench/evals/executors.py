@@ -10,7 +10,7 @@ differs, so a gate, a report or a merge cannot tell which ran an eval.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -32,7 +32,7 @@ class Executor(Protocol):
     name: str
 
     async def run(
-        self, harness: Harness, queued: Sequence[Queued], eval_id: str, finished: Finished
+        self, harness: Harness, queued: Iterable[Queued], eval_id: str, finished: Finished
     ) -> None: ...
 
 
@@ -42,19 +42,19 @@ class LocalExecutor:
     name = "local"
 
     async def run(
-        self, harness: Harness, queued: Sequence[Queued], eval_id: str, finished: Finished
+        self, harness: Harness, queued: Iterable[Queued], eval_id: str, finished: Finished
     ) -> None:
         # As many workers as trials run at once, each taking the next trial when its last is
         # done: a task per trial, made up front, would hold a coroutine and a task for every
-        # trial of the eval until it ends.
+        # trial of the eval until it ends. `queued` may be a generator (trials are planned as
+        # they are taken), so a worker that finds it empty simply ends.
         waiting = iter(queued)
 
         async def worker() -> None:
             for suite, agent, case, trial in waiting:
                 finished(await harness.run_trial(suite, agent, case, trial, eval_id=eval_id))
 
-        workers = min(harness.options.concurrency, len(queued))
-        await asyncio.gather(*(worker() for _ in range(workers)))
+        await asyncio.gather(*(worker() for _ in range(harness.options.concurrency)))
 
 
 def make_executor(name: str, address: str | None = None, root: Path | None = None) -> Executor:

@@ -13,7 +13,7 @@ import copy
 import fnmatch
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +23,7 @@ from agentbench.evals import results_store
 from agentbench.evals.case_runner import CasePlan, CaseSetupError, run_case
 from agentbench.evals.executors import Executor, LocalExecutor
 from agentbench.evals.judging import JudgeRecorder
+from agentbench.evals.outcome_spool import OutcomeSpool
 from agentbench.evals.scorers import Score, ScoreContext, score_all
 from agentbench.evals.shards import Shard, recorded_calls, shared_eval_id, trial_name
 from agentbench.evals.stats import Summary, TrialOutcome, divergence_verdict, summarize
@@ -56,15 +57,25 @@ class HarnessOptions:
 @dataclass
 class EvalRun:
     eval_id: str
-    outcomes: list[TrialOutcome] = field(default_factory=list)
+    # The harness spools an eval's outcomes to disk (`OutcomeSpool`: the driver keeps nothing
+    # per trial); a list serves evals put together by hand.
+    outcomes: OutcomeSpool | list[TrialOutcome] = field(default_factory=list)
     suite_errors: list[str] = field(default_factory=list)
     code_version: str | None = None
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     resumed: int = 0  # trials taken from the stored eval instead of run again
+    _summary: Summary | None = field(default=None, repr=False, compare=False)
 
     @property
     def summary(self) -> Summary:
-        return summarize(self.outcomes)
+        """The eval's numbers: made once for a complete (sealed) spool, each time for a list,
+        which may still change."""
+        if self._summary is not None:
+            return self._summary
+        summary = summarize(self.outcomes)
+        if isinstance(self.outcomes, OutcomeSpool) and self.outcomes.sealed:
+            self._summary = summary
+        return summary
 
 
 Progress = Callable[[TrialOutcome], None]
@@ -244,12 +255,13 @@ class Harness:
         options = self.options
         version = code_version()
         eval_id = self.eval_id_for(suites, version)
-        done: dict[tuple[str, str, int], TrialOutcome] = {}
+        run = EvalRun(
+            eval_id, OutcomeSpool(), suite_errors=list(suite_errors), code_version=version
+        )
+        planned = self.planned(suites)
+        done: set[tuple[str, str, int]] = set()
         if options.resume:
-            done = results_store.stored_outcomes(self.store, eval_id)
-            if not done and not results_store.eval_exists(self.store, eval_id):
-                raise UsageError(f"--resume {eval_id}: no such eval in {self.store.path}")
-        run = EvalRun(eval_id, suite_errors=list(suite_errors), code_version=version)
+            done = self._resumed(eval_id, run, planned)
         self.check_live_model(suites)
         results_store.start_eval(self.store, run, suites, options)
         self._writer = results_store.ResultWriter(self.store, eval_id)
@@ -261,29 +273,55 @@ class Harness:
             except AgentbenchError as exc:  # the suite's problem; the other suites still run
                 agents[suite.name] = None
                 run.suite_errors.append(str(exc))
-        queued: list[tuple[Any, Agent, Any, int]] = []
-        for suite, case, trial in self.planned(suites):
-            agent = agents[suite.name]
-            if agent is None:
-                continue
-            key = (suite.name, case.id, trial)
-            if key in done:
-                run.outcomes.append(done[key])
-                run.resumed += 1
-                continue
-            queued.append((suite, agent, case, trial))
         # Replayed, each trial reads its case's cassette: a first run parses them meanwhile.
-        cassettes = [] if options.live else [s.cassette_for(c) for s, _, c, _ in queued]
+        cassettes = (
+            []
+            if options.live
+            else (s.cassette_for(c) for s, c, t in planned if (s.name, c.id, t) not in done)
+        )
         try:
             with cassette_cache.prefetching(cassettes):
-                await self._run_queued(queued, run)
+                await self._run_queued(self._queued(planned, agents, done), run)
         finally:
             self._writer.flush()  # interrupted or not, every finished trial is kept
-        run.outcomes.sort(key=lambda o: (o.suite, o.case_id, o.trial))
+        run.outcomes.seal()
         results_store.finish_eval(self.store, run)
         return run
 
-    async def _run_queued(self, queued: list[tuple[Any, Agent, Any, int]], run: EvalRun) -> None:
+    def _resumed(
+        self, eval_id: str, run: EvalRun, planned: Sequence[tuple[Any, Any, int]]
+    ) -> set[tuple[str, str, int]]:
+        """The planned trials `--resume` takes from the stored eval, spooled into `run` as
+        they are read (only their keys are kept, to skip them)."""
+        wanted = {(suite.name, case.id, trial) for suite, case, trial in planned}
+        done: set[tuple[str, str, int]] = set()
+        stored = False
+        for outcome in results_store.iter_stored_outcomes(self.store, eval_id):
+            stored = True
+            key = (outcome.suite, outcome.case_id, outcome.trial)
+            if key in wanted:
+                run.outcomes.append(outcome)
+                done.add(key)
+        if not stored and not results_store.eval_exists(self.store, eval_id):
+            raise UsageError(f"--resume {eval_id}: no such eval in {self.store.path}")
+        run.resumed = len(done)
+        return done
+
+    @staticmethod
+    def _queued(
+        planned: Sequence[tuple[Any, Any, int]],
+        agents: dict[str, Agent | None],
+        done: set[tuple[str, str, int]],
+    ) -> Iterator[tuple[Any, Agent, Any, int]]:
+        """The trials still to run, made as the executor takes them."""
+        for suite, case, trial in planned:
+            agent = agents[suite.name]
+            if agent is not None and (suite.name, case.id, trial) not in done:
+                yield (suite, agent, case, trial)
+
+    async def _run_queued(
+        self, queued: Iterator[tuple[Any, Agent, Any, int]], run: EvalRun
+    ) -> None:
         """Run the trials on the executor; keep each result as its trial finishes."""
 
         def finished(outcome: TrialOutcome) -> None:
@@ -292,8 +330,7 @@ class Harness:
             if self.progress is not None:
                 self.progress(outcome)
 
-        if queued:
-            await self.executor.run(self, queued, run.eval_id, finished)
+        await self.executor.run(self, queued, run.eval_id, finished)
 
     async def run_trial(
         self, suite: Any, agent: Agent, case: Any, trial: int = 1, *, eval_id: str | None = None

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from agentbench.errors import UsageError
-from agentbench.evals.results_store import redactor_for, stored_outcomes
+from agentbench.evals.results_store import iter_stored_outcomes, redactor_for
 from agentbench.evals.stats import summarize
 from agentbench.trace.portable import MANIFEST
 from agentbench.trace.store import TraceStore
@@ -92,14 +92,15 @@ def merge(target: TraceStore, sources: Iterable[Path]) -> MergeSummary:
 
 def resummarize(store: TraceStore, eval_id: str) -> MergedEval:
     """Recompute a merged eval's summary from all of its results."""
-    outcomes = list(stored_outcomes(store, eval_id).values())
+    # Streamed through the summary (which keeps counters only): a merged eval of any size.
+    totals = summarize(iter_stored_outcomes(store, eval_id))
     with store.reading() as conn:
         row = conn.execute(
             "SELECT summary, config, status FROM evals WHERE eval_id = ?", [eval_id]
         ).fetchone()
     old = orjson.loads(row[0]) if row and row[0] else {}
     config = orjson.loads(row[1]) if row and row[1] else {}
-    new: dict[str, Any] = summarize(outcomes).as_dict()
+    new: dict[str, Any] = totals.as_dict()
     new["suite_errors"] = old.get("suite_errors", [])
     shards = [str(s) for s in config.get("shards") or []]
     missing = _missing(shards)
@@ -111,7 +112,7 @@ def resummarize(store: TraceStore, eval_id: str) -> MergedEval:
             "WHERE eval_id = ?",
             [orjson.dumps(new).decode(), datetime.now(UTC), eval_id],
         )
-    return MergedEval(eval_id, len(outcomes), shards, missing)
+    return MergedEval(eval_id, totals.trials, shards, missing)
 
 
 def _missing(shards: list[str]) -> list[str]:

@@ -21,7 +21,7 @@ import itertools
 import math
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -182,7 +182,7 @@ class RayExecutor:
         return [items[i : i + size] for i in range(0, len(items), size)]
 
     async def run(
-        self, harness: Harness, queued: Sequence[Queued], eval_id: str, finished: Finished
+        self, harness: Harness, queued: Iterable[Queued], eval_id: str, finished: Finished
     ) -> None:
         options = harness.options
         if options.live and options.record_mode.value != "none":
@@ -190,8 +190,20 @@ class RayExecutor:
                 "--executor ray does not record cassettes (a worker's files stay on the worker): "
                 "record with the local executor, then replay on Ray"
             )
+        # What a worker needs to find a trial: ~100 bytes each, the only per-trial state the
+        # driver holds (the batch sizes depend on how many there are).
+        folders: dict[str, str] = {}
+        items = [
+            (
+                folders.get(suite.name) or folders.setdefault(suite.name, self._folder(suite)),
+                case.id,
+                trial,
+            )
+            for suite, _, case, trial in queued
+        ]
+        if not items:
+            return
         self._connect()
-        items = [(self._folder(suite), case.id, trial) for suite, _, case, trial in queued]
         remote = ray.remote(max_retries=TASK_RETRIES)(run_batch)
         worker_options = replace(options, shard=None, resume=None)
         redaction = getattr(harness.store, "redaction", None) or RedactionRules()

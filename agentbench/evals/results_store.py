@@ -11,7 +11,7 @@ quote whatever a suite's setup raised.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -209,51 +209,64 @@ def finish_eval(store: Any, run: Any) -> None:
 
 def stored_outcomes(store: Any, eval_id: str) -> dict[tuple[str, str, int], TrialOutcome]:
     """The trials an eval already has results for (the latest row of each)."""
+    return {(o.suite, o.case_id, o.trial): o for o in iter_stored_outcomes(store, eval_id)}
+
+
+_BATCH_ROWS = 1000
+
+
+def iter_stored_outcomes(store: Any, eval_id: str) -> Iterator[TrialOutcome]:
+    """An eval's trials as stored (the latest row of each), in (suite, case, trial) order,
+    read a thousand rows at a time: an eval of any size streams through. The read connection
+    is held while this is iterated — the caller must not use the store meanwhile."""
     if not store.path.exists():
-        return {}
+        return
     with store.reading() as conn:
-        rows = conn.execute(
+        cursor = conn.execute(
             "SELECT suite, case_id, trial, run_id, status, score, scores, duration_ms, tokens, "
             "cost_usd, error, source, tags, details FROM results WHERE eval_id = ? "
-            "ORDER BY recorded_at",
+            "QUALIFY row_number() OVER (PARTITION BY suite, case_id, trial "
+            "ORDER BY recorded_at DESC) = 1 ORDER BY suite, case_id, trial",
             [eval_id],
-        ).fetchall()
-    found: dict[tuple[str, str, int], TrialOutcome] = {}
-    for row in rows:
-        (
-            suite,
-            case_id,
-            trial,
-            run_id,
-            status,
-            score,
-            scores,
-            duration,
-            tokens,
-            cost,
-            error,
-            source,
-            tags,
-            details,
-        ) = row
-        seen = orjson.loads(details) if details else {}
-        found[(suite, case_id, trial)] = TrialOutcome(
-            suite=suite,
-            case_id=case_id,
-            trial=trial,
-            status=status,
-            score=score,
-            scores=orjson.loads(scores) if scores else [],
-            run_id=run_id,
-            duration_ms=duration or 0.0,
-            tokens=tokens or 0,
-            cost_usd=cost,
-            error=error,
-            tags=orjson.loads(tags) if tags else [],
-            source=source,
-            drifts=seen.get("drifts", []),
-            divergences=seen.get("divergences", []),
-            turn_runs=seen.get("turn_runs", []),
-            diverged_at=seen.get("diverged_at"),  # absent in results stored before it existed
         )
-    return found
+        while rows := cursor.fetchmany(_BATCH_ROWS):
+            yield from map(_stored_outcome, rows)
+
+
+def _stored_outcome(row: tuple[Any, ...]) -> TrialOutcome:
+    (
+        suite,
+        case_id,
+        trial,
+        run_id,
+        status,
+        score,
+        scores,
+        duration,
+        tokens,
+        cost,
+        error,
+        source,
+        tags,
+        details,
+    ) = row
+    seen = orjson.loads(details) if details else {}
+    return TrialOutcome(
+        suite=suite,
+        case_id=case_id,
+        trial=trial,
+        status=status,
+        score=score,
+        scores=orjson.loads(scores) if scores else [],
+        run_id=run_id,
+        duration_ms=duration or 0.0,
+        tokens=tokens or 0,
+        cost_usd=cost,
+        error=error,
+        tags=orjson.loads(tags) if tags else [],
+        source=source,
+        drifts=seen.get("drifts", []),
+        divergences=seen.get("divergences", []),
+        turn_runs=seen.get("turn_runs", []),
+        diverged_at=seen.get("diverged_at"),  # absent in results stored before it existed
+    )

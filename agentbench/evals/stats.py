@@ -133,49 +133,115 @@ class Summary:
 
 
 def summarize(outcomes: Iterable[TrialOutcome]) -> Summary:
-    items = list(outcomes)
-    counted = [o for o in items if o.counted]
-    by_case: dict[tuple[str, str], list[TrialOutcome]] = defaultdict(list)
-    for outcome in counted:
-        by_case[outcome.key].append(outcome)
-    k = max((len(trials) for trials in by_case.values()), default=1)
-    at_k = [pass_at_k(len(t), sum(o.passed for o in t), k) for t in by_case.values()]
-    hat_k = [pass_hat_k(len(t), sum(o.passed for o in t), k) for t in by_case.values()]
-    scorer_values: dict[str, list[float]] = defaultdict(list)
-    for outcome in counted:
+    """The eval's numbers, in one pass over its trials: `outcomes` may be a stream (an eval's
+    spooled outcomes are read back from disk), so nothing but counters is kept per trial."""
+    totals = _Totals()
+    for outcome in outcomes:
+        totals.add(outcome)
+    return totals.summary()
+
+
+class _Totals:
+    """Running counts of a summary. Per case only two counts (pass@k needs every case's
+    trials and passes, and k is known only at the end); per trial one duration (for the
+    percentiles); the rest per suite, status or scorer."""
+
+    def __init__(self) -> None:
+        self.trials = 0
+        self.status: dict[str, int] = defaultdict(int)
+        self.cases: dict[tuple[str, str], list[int]] = {}  # [counted trials, passed]
+        self.scorer_sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+        self.tokens = 0
+        self.cost: float | None = None
+        self.durations: list[float] = []
+        self.suites: dict[str, dict[str, Any]] = {}
+
+    def add(self, outcome: TrialOutcome) -> None:
+        self.trials += 1
+        self.status[outcome.status] += 1
+        self.tokens += outcome.tokens
+        if outcome.cost_usd is not None:
+            self.cost = (self.cost or 0.0) + outcome.cost_usd
+        if outcome.status != "skipped":
+            self.durations.append(outcome.duration_ms)
+        suite = self.suites.get(outcome.suite)
+        if suite is None:
+            suite = self.suites[outcome.suite] = _suite_counts()
+        case = self.cases.get(outcome.key)
+        if case is None:
+            case = self.cases[outcome.key] = [0, 0]
+            suite["cases"] += 1
+        column = _SUITE_COLUMN.get(outcome.status)
+        if column is not None:
+            suite[column] += 1
+        if not outcome.counted:
+            return
+        case[0] += 1
+        case[1] += outcome.passed
+        suite["trials"] += 1
+        suite["passed"] += outcome.passed
         for score in outcome.scores:
-            scorer_values[score["name"]].append(float(score["value"]))
-    costs = [o.cost_usd for o in items if o.cost_usd is not None]
-    durations = [o.duration_ms for o in items if o.status != "skipped"]
-    suites: dict[str, dict[str, Any]] = {}
-    for suite in sorted({o.suite for o in items}):
-        mine = [o for o in counted if o.suite == suite]
-        suites[suite] = {
-            "trials": len(mine),
-            "passed": sum(o.passed for o in mine),
-            "pass_rate": _rate(mine),
-        }
-    return Summary(
-        cases=len({o.key for o in items}),
-        trials=len(items),
-        passed=sum(o.status == "passed" for o in items),
-        failed=sum(o.status == "failed" for o in items),
-        errors=sum(o.status == "error" for o in items),
-        xfailed=sum(o.status == "xfailed" for o in items),
-        xpassed=sum(o.status == "xpassed" for o in items),
-        skipped=sum(o.status == "skipped" for o in items),
-        pass_rate=_rate(counted),
-        k=k,
-        pass_at_k=sum(at_k) / len(at_k) if at_k else None,
-        pass_hat_k=sum(hat_k) / len(hat_k) if hat_k else None,
-        scorer_means={name: sum(v) / len(v) for name, v in sorted(scorer_values.items())},
-        tokens=sum(o.tokens for o in items),
-        cost_usd=sum(costs) if costs else None,
-        latency_p50_ms=percentile(durations, 50),
-        latency_p95_ms=percentile(durations, 95),
-        by_suite=suites,
-    )
+            sums = self.scorer_sums[score["name"]]
+            sums[0] += float(score["value"])
+            sums[1] += 1
+
+    def summary(self) -> Summary:
+        counted = [(n, c) for n, c in self.cases.values() if n]
+        k = max((n for n, _ in counted), default=1)
+        at_k = [pass_at_k(n, c, k) for n, c in counted]
+        hat_k = [pass_hat_k(n, c, k) for n, c in counted]
+        passed_trials = sum(c for _, c in counted)
+        counted_trials = sum(n for n, _ in counted)
+        suites = {}
+        for name in sorted(self.suites):
+            numbers = self.suites[name]
+            numbers["pass_rate"] = (
+                numbers["passed"] / numbers["trials"] if numbers["trials"] else None
+            )
+            suites[name] = numbers
+        status = self.status
+        return Summary(
+            cases=len(self.cases),
+            trials=self.trials,
+            passed=status["passed"],
+            failed=status["failed"],
+            errors=status["error"],
+            xfailed=status["xfailed"],
+            xpassed=status["xpassed"],
+            skipped=status["skipped"],
+            pass_rate=passed_trials / counted_trials if counted_trials else None,
+            k=k,
+            pass_at_k=sum(at_k) / len(at_k) if at_k else None,
+            pass_hat_k=sum(hat_k) / len(hat_k) if hat_k else None,
+            scorer_means={
+                name: total / count for name, (total, count) in sorted(self.scorer_sums.items())
+            },
+            tokens=self.tokens,
+            cost_usd=self.cost,
+            latency_p50_ms=percentile(self.durations, 50),
+            latency_p95_ms=percentile(self.durations, 95),
+            by_suite=suites,
+        )
 
 
-def _rate(outcomes: Sequence[TrialOutcome]) -> float | None:
-    return sum(o.passed for o in outcomes) / len(outcomes) if outcomes else None
+# A suite's counts by status, as the summary table prints them: failed and error together,
+# the expected failures (xfailed, xpassed) together.
+_SUITE_COLUMN = {
+    "failed": "failed",
+    "error": "failed",
+    "xpassed": "expected",
+    "xfailed": "expected",
+    "skipped": "skipped",
+}
+
+
+def _suite_counts() -> dict[str, Any]:
+    return {
+        "trials": 0,  # counted ones (passed, failed, error): what the pass rate is over
+        "passed": 0,  # of those
+        "pass_rate": None,
+        "cases": 0,
+        "failed": 0,  # failed or error
+        "expected": 0,  # xfailed or xpassed
+        "skipped": 0,
+    }
