@@ -20,6 +20,7 @@ from typing import Any
 
 from agentbench.errors import AgentbenchError, UsageError, one_line
 from agentbench.evals import results_store
+from agentbench.evals.case_files import CaseBrief
 from agentbench.evals.case_runner import CasePlan, CaseSetupError, run_case
 from agentbench.evals.executors import Executor, LocalExecutor
 from agentbench.evals.judging import JudgeRecorder
@@ -100,6 +101,12 @@ def selected(case: Any, suite: Any, filters: Sequence[str]) -> bool:
         ):
             return True
     return False
+
+
+def _plannable(suite: Any) -> Sequence[Any]:
+    """A suite's cases for planning: briefs of a loaded suite's, a built suite's own."""
+    briefs = getattr(suite.cases, "briefs", None)
+    return briefs() if briefs is not None else suite.cases
 
 
 def live_factory(model: Any, options: HarnessOptions) -> Callable[[], ChatModel] | None:
@@ -218,11 +225,13 @@ class Harness:
                 )
 
     def planned(self, suites: Sequence[Any]) -> list[tuple[Any, Any, int]]:
-        """The (suite, case, trial) this eval runs: the selected ones, of this shard only."""
+        """The (suite, case, trial) this eval runs: the selected ones, of this shard only. A
+        loaded suite's case stands here as its `CaseBrief` (what planning reads of it): the
+        case itself is read when its trial runs, so planning holds ~200 bytes a case."""
         trials = [
             (suite, case, trial)
             for suite in suites
-            for case in suite.cases
+            for case in _plannable(suite)
             if selected(case, suite, self.options.filters)
             for trial in range(1, (self.options.trials or suite.trials_for(case)) + 1)
         ]
@@ -313,10 +322,13 @@ class Harness:
         agents: dict[str, Agent | None],
         done: set[tuple[str, str, int]],
     ) -> Iterator[tuple[Any, Agent, Any, int]]:
-        """The trials still to run, made as the executor takes them."""
+        """The trials still to run, made as the executor takes them (each case read from its
+        suite's files now, not before)."""
         for suite, case, trial in planned:
             agent = agents[suite.name]
             if agent is not None and (suite.name, case.id, trial) not in done:
+                if isinstance(case, CaseBrief):
+                    case = suite.cases[case.index]
                 yield (suite, agent, case, trial)
 
     async def _run_queued(

@@ -119,7 +119,7 @@ def run_batch(
     queued: list[Queued] = []
     for folder, case_id, trial in batch:
         suite, agent = _suite(folder)
-        case = next(c for c in suite.cases if c.id == case_id)
+        case = suite.case(case_id)
         queued.append((suite, agent, case, trial))
     outcomes: list[Any] = []
     asyncio.run(LocalExecutor().run(harness, queued, eval_id, outcomes.append))

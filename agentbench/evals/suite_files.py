@@ -11,6 +11,7 @@ one never hides another.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from agentbench.evals.case_files import SuiteCases, text_digest
 from agentbench.evals.case_models import NAME_PATTERN, Case, input_problem
 from agentbench.evals.errors import Problem, ScorerConfigError, SuiteError, UnknownScorerError
 from agentbench.evals.expectations import ScorerSpec, split_expectation
@@ -142,6 +144,7 @@ class _SuiteReader:
         self.problems: list[Problem] = []
         self.case_origin: dict[str, tuple[Path, int | None]] = {}
         self.broken_plugins: list[str] = []  # "plugins[0] ('checks.scorers')"
+        self.digests: dict[Path, bytes] = {}  # of each text read, to know it again
 
     def sorted_problems(self) -> list[Problem]:
         """In reading order: file by file (suite.yaml first), line by line within each."""
@@ -185,9 +188,13 @@ class _SuiteReader:
             raw["scorers"] = self._specs(raw["scorers"], file, document, ("scorers",))
         inline = raw.pop("cases", None)
         suite = self._validate(Suite, raw, file, document, ())
-        cases = self._inline_cases(inline, file, document)
+        cases = SuiteCases(
+            self._inline_cases(inline, file, document), functools.partial(_reread, self.folder)
+        )
         for case_file in self._case_files():
-            cases += self._file_cases(case_file)
+            found = self._file_cases(case_file)
+            if found:
+                cases.add_file(case_file, self.digests.get(case_file, b""), found)
         if suite is None:
             return None
         suite._path = self.folder
@@ -223,10 +230,12 @@ class _SuiteReader:
 
     def _text(self, file: Path) -> str | None:
         try:
-            return read_source(file)
+            text = read_source(file)
         except SourceError as exc:
             self._source_problem(file, exc)
-        return None
+            return None
+        self.digests[file] = text_digest(text)
+        return text
 
     def _source_problem(self, file: Path, exc: SourceError) -> None:
         where = exc.position
@@ -435,6 +444,14 @@ class _SuiteReader:
                 field_path(loc),
             )
         )
+
+
+def _reread(folder: Path, case_file: Path) -> tuple[list[Case], bytes | None]:
+    """A case file of the suite in `folder` read again (see `SuiteCases`): its cases, and the
+    digest of its text — None when it no longer reads cleanly (it changed)."""
+    reader = _SuiteReader(folder)
+    cases = reader._file_cases(case_file)
+    return cases, None if reader.problems else reader.digests.get(case_file)
 
 
 def _column(exc: SourceError) -> int | None:

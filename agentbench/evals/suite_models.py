@@ -251,10 +251,15 @@ class Suite(BaseModel):
         return [s for s in self.scorers if s.name not in own] + list(case.expect)
 
     def case(self, case_id: str) -> Case:
-        for case in self.cases:
-            if case.id == case_id:
-                return case
-        raise KeyError(f"suite {self.name!r} has no case {case_id!r}")
+        by_id = getattr(self.cases, "by_id", None)  # a loaded suite's cases are read on demand
+        found = (
+            by_id(case_id)
+            if by_id is not None
+            else next((c for c in self.cases if c.id == case_id), None)
+        )
+        if found is None:
+            raise KeyError(f"suite {self.name!r} has no case {case_id!r}")
+        return found
 
     def load_object(self, ref: str, what: str = "object") -> Any:
         """Import `module:attribute` from the repository root, or `file.py:attr` in the suite.

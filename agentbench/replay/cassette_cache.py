@@ -116,10 +116,12 @@ def prefetching(cassettes: Sequence[Path]) -> Iterator[None]:
     folder = cache_dir()
     paths = [p for p in dict.fromkeys(cassettes) if p.suffix.lower() != ".json"]
     if folder is None or len(paths) < PREFETCH_MIN or _cores() < 2 or _cached(folder, paths):
+        del paths  # not held while the block runs: a path a trial, for nothing
         yield
         return
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as listing:
         listing.write("\n".join(str(p) for p in paths))
+    del paths  # the worker reads them from the listing
     try:
         worker = subprocess.Popen(
             [sys.executable, "-m", "agentbench.replay.cassette_cache", listing.name],
