@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import pickle
+import re
+from typing import Any
 
 from agentbench import Agent, Runner, ScriptedModel, ToolCall, tool
 from agentbench.runtime.completions import parse_completion
@@ -58,11 +60,15 @@ async def test_built_events_are_what_validation_gives() -> None:
 
 
 async def test_built_events_share_the_conversation_instead_of_copying() -> None:
-    events = await _run()
-    started = [e for e in events if e.kind == "tool_started"]  # type: ignore[attr-defined]
-    finished = [e for e in events if e.kind == "tool_finished"]  # type: ignore[attr-defined]
+    # The events as the run built them (its hooks get those; its log keeps them packed).
+    built_events: list[Any] = []
+    script = [ToolCall("lookup", {"n": 1}), ToolCall("name_of", {"n": 2}), "done"]
+    agent = Agent(name="a", tools=[lookup, name_of])
+    await Runner.run(agent, "go", model=ScriptedModel(script), hooks=[built_events.append])
+    started = [e for e in built_events if e.kind == "tool_started"]
+    finished = [e for e in built_events if e.kind == "tool_finished"]
     for before, after in zip(started, finished, strict=True):
-        assert before.arguments is after.arguments  # type: ignore[attr-defined]
+        assert before.arguments is after.arguments
 
 
 async def test_assigning_to_a_built_event_changes_that_event_alone() -> None:
@@ -87,6 +93,18 @@ async def test_copies_and_pickles_of_built_records_are_independent() -> None:
         copied.call_id = "other"
         assert event.call_id != "other"
         assert "step" not in event.model_fields_set or event.step != 9
+
+
+def test_a_scripted_call_served_twice_gets_a_fresh_id_each_time() -> None:
+    reused = ToolCall(name="lookup")  # arguments left to their default
+    first, second = (to_response(reused, {"messages": []}, "m").tool_calls[0] for _ in "ab")
+    for served in (first, second):
+        assert re.fullmatch(r"call_[0-9a-f]{24}", served.id)
+        assert served.model_fields_set == {"name", "id"}
+        assert served.model_dump() == {**reused.model_dump(), "id": served.id}
+    assert first.id != second.id and reused.id not in (first.id, second.id)
+    fixed = ToolCall("lookup", "{}", id="c1")  # an id set by the script is kept
+    assert to_response(fixed, {"messages": []}, "m").tool_calls[0].id == "c1"
 
 
 def test_built_results_responses_and_usage_match_validation() -> None:

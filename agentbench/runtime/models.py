@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import time
-import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -28,7 +28,9 @@ TextDeltaHandler: TypeAlias = Callable[[str], None]
 
 
 def new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
+    # 24 hex digits as before (`uuid4().hex[:24]`), all of them random, and without making
+    # a UUID object: a scripted run makes an id a step.
+    return f"call_{os.urandom(12).hex()}"
 
 
 class ToolCall(SharesFieldNames):
@@ -133,7 +135,10 @@ class ChatResponse(SharesFieldNames):
         if self.tool_calls:
             if self.text is None:
                 message["content"] = ""
-            message["tool_calls"] = [call.as_openai() for call in self.tool_calls]
+            calls = [call.as_openai() for call in self.tool_calls]
+            # Its copy is exactly its length: the comprehension leaves room to grow (40 bytes
+            # for one call), and a run keeps every assistant message.
+            message["tool_calls"] = calls[:]
         return message
 
 
@@ -209,9 +214,13 @@ def _with_new_id(call: ToolCall) -> ToolCall:
     if type(call) is not ToolCall:
         return call.model_copy(update={"id": new_call_id()})
     # What the copy gives (the fields set and the new id), shared as `built` shares.
-    fields = {name: getattr(call, name) for name in ToolCall.model_fields if name != "id"}
-    given = {name: value for name, value in fields.items() if name in call.model_fields_set}
-    return built(ToolCall, {**given, "id": new_call_id()})
+    values, given = call.__dict__, call.model_fields_set
+    fields = {name: values[name] for name in _CALL_FIELDS if name in given}
+    fields["id"] = new_call_id()
+    return built(ToolCall, fields)
+
+
+_CALL_FIELDS = tuple(name for name in ToolCall.model_fields if name != "id")
 
 
 def _text_of(item: Any) -> str | None:
