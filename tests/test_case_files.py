@@ -4,8 +4,10 @@ the same order, with a bounded number held in memory, and a file edited mid-run 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import textwrap
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -146,3 +148,46 @@ def test_a_streamed_suite_runs_through_the_cli_like_a_small_one(
     sources = {r["case_id"]: r["source"] for r in document["results"]}
     assert sources["city-041"] == f"{big_suite / 'cases' / 'part-2.yaml'}:6"
     assert sources["row-7"] == f"{big_suite / 'cases' / 'rows.jsonl'}:8"
+
+
+def _retained_after_run(folder: Path, cases: int, tmp_path: Path) -> int:
+    """Python memory an eval of `cases` (unrecorded: each an error trial) leaves held while
+    its result is kept, suite loading included."""
+    for old in (folder / "cases").glob("*.yaml"):
+        old.unlink()
+    for first in range(0, cases, 50):  # files of 50 cases: what a file holds is kept whole
+        (folder / "cases" / f"part-{first:05d}.yaml").write_text(case_yaml(first, 50))
+    tmp_path.mkdir(exist_ok=True)
+    store = TraceStore(tmp_path / f"s{cases}.duckdb")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        suite = load_suite(folder)
+        run = asyncio.run(Harness(store, HarnessOptions()).run([suite]))
+        assert len(run.outcomes) == cases and run.summary.errors == cases
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        store.close()
+
+
+def test_the_driver_holds_a_few_hundred_bytes_a_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(case_files, "KEPT_CASES", 50)
+    folder = tmp_path / "golden" / "mini"
+    (folder / "cases").mkdir(parents=True)
+    (folder / "agent.py").write_text(AGENT)
+    (folder / "suite.yaml").write_text(SUITE)
+    anchor(tmp_path)
+    # First a run as large as the largest measured: the interpreter's own tables (interned
+    # names, caches) grow once, whichever run happens to cross their sizes.
+    _retained_after_run(folder, 1000, tmp_path / "warm")
+    small = _retained_after_run(folder, 100, tmp_path)
+    large = _retained_after_run(folder, 1000, tmp_path)
+    per_case = (large - small) / 900
+    # A case's brief and its outcome's place in the spool; its definition (~4.5 KB) and its
+    # scored outcome (~1.5 KB) are on disk.
+    assert per_case < 800, f"{per_case:.0f} bytes a case"

@@ -27,7 +27,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -108,37 +109,68 @@ PREFETCH_MIN = 100
 
 
 @contextlib.contextmanager
-def prefetching(cassettes: Sequence[Path]) -> Iterator[None]:
+def prefetching(cassettes: Iterable[Path]) -> Iterator[None]:
     """While the block runs, a second process parses `cassettes` (YAML ones, in the order
     they will be read) into the cache — when it is on, they are many, the machine has another
     core, and the first and last are not cached yet (a suite run before is read from the
-    cache: nothing to do). It is stopped when the block ends, finished or not."""
+    cache: nothing to do). It is stopped when the block ends, finished or not.
+
+    `cassettes` may be a generator: they are written to the worker's listing as they come,
+    never all held (an eval of a million trials would hold a path each)."""
     folder = cache_dir()
-    paths = [p for p in dict.fromkeys(cassettes) if p.suffix.lower() != ".json"]
-    if folder is None or len(paths) < PREFETCH_MIN or _cores() < 2 or _cached(folder, paths):
-        del paths  # not held while the block runs: a path a trial, for nothing
+    if folder is None or _cores() < 2:
         yield
         return
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as listing:
-        listing.write("\n".join(str(p) for p in paths))
-    del paths  # the worker reads them from the listing
+    listing = _listing(cassettes)
+    if listing is None or _cached(folder, (listing.first, listing.last)):
+        if listing is not None:
+            listing.path.unlink(missing_ok=True)
+        yield
+        return
     try:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "agentbench.replay.cassette_cache", listing.name],
+            [sys.executable, "-m", "agentbench.replay.cassette_cache", str(listing.path)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
     except OSError as exc:
         log.debug("cassettes not prefetched: %s", exc)
-        Path(listing.name).unlink(missing_ok=True)
+        listing.path.unlink(missing_ok=True)
         yield
         return
     try:
         yield
     finally:
         _stop(worker)
-        Path(listing.name).unlink(missing_ok=True)
+        listing.path.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class _Listing:
+    path: Path
+    first: Path
+    last: Path
+
+
+def _listing(cassettes: Iterable[Path]) -> _Listing | None:
+    """The YAML cassettes written one a line to a temporary file (a trial's repeats, which
+    come one after another, once), or None when there are fewer than `PREFETCH_MIN`."""
+    first: Path | None = None
+    previous: Path | None = None
+    count = 0
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as out:
+        for path in cassettes:
+            if path == previous or path.suffix.lower() == ".json":
+                continue
+            out.write(f"{path}\n")
+            first = first or path
+            previous = path
+            count += 1
+    if first is None or previous is None or count < PREFETCH_MIN:
+        Path(out.name).unlink(missing_ok=True)
+        return None
+    return _Listing(Path(out.name), first, previous)
 
 
 def _cores() -> int:
@@ -150,7 +182,7 @@ def _cores() -> int:
 
 def _cached(folder: Path, paths: Sequence[Path]) -> bool:
     """Whether the first and the last cassette are cached (or cannot be read here)."""
-    for path in (paths[0], paths[-1]):
+    for path in paths:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
