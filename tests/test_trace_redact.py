@@ -12,6 +12,7 @@ import pytest
 
 from agentbench import Agent, ChatResponse, FunctionModel, ModelSettings, Runner, ToolCall, tool
 from agentbench.trace import RedactionRules, Redactor, TraceStore
+from agentbench.trace import redact as redact_module
 from agentbench.trace.redact import MASK
 
 HOLD_LOCK = (
@@ -178,3 +179,20 @@ def test_a_canary_reaches_no_byte_of_the_store_or_its_spool(
     assert not [c for c in canaries for cell in cells if c in cell]
     stored = all_bytes(db.parent)
     assert not [c for c in canaries if c.encode() in stored]
+
+
+def test_only_the_listed_characters_lower_to_ascii() -> None:
+    # `clean` lowers a text's bytes (ASCII letters only) unless it holds one of these.
+    found = tuple(
+        chr(code)
+        for code in range(0x80, sys.maxunicode + 1)
+        if not 0xD800 <= code <= 0xDFFF and any(c.isascii() for c in chr(code).lower())
+    )
+    assert found == redact_module._LOWER_TO_ASCII
+
+
+def test_a_hint_spelled_with_a_kelvin_sign_is_seen_as_the_text_lowers_it() -> None:
+    redactor = Redactor(environ={})
+    assert not redactor.clean('{"note": "api_\u212aey=abcdefgh12345678 → ok"}')  # api_key=…
+    assert not redactor.clean_change("x api_\u212aey=1 → ok", 2, 9)
+    assert redactor.clean('{"note": "a keyboard → ok"}')  # a hint inside a word, as before

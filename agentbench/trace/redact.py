@@ -102,6 +102,10 @@ _COMPILED_ENTRIES = 64
 _compiled_rules: dict[tuple[Any, frozenset[str]], _CompiledRules] = {}
 _rule_words: dict[tuple[str, ...], frozenset[tuple[str, ...]]] = {}  # likewise
 _WORD_CHARS = frozenset(string.ascii_lowercase + string.digits)  # what `_WORD_SPLIT` keeps
+# The only non-ASCII characters whose lowercase holds ASCII letters (İ → "i̇", the Kelvin sign
+# → "k"); a test checks this against the running Python's Unicode tables.
+_LOWER_TO_ASCII = ("\u0130", "\u212a")
+_WORD_BYTES = frozenset((string.ascii_lowercase + string.digits).encode())  # as byte values
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")
 # Key/value pairs inside free text, e.g. a tool call echoed into the system prompt as
@@ -202,6 +206,7 @@ class Redactor:
         self._secrets = compiled.secrets
         self._triggers = compiled.triggers
         self._tells = compiled.tells
+        self._end_hint_bytes = compiled.end_hint_bytes
         self._scannable = compiled.scannable
         self._reach = compiled.reach
         self._texts: dict[str, str] = {}  # the same strings recur across a run's events
@@ -267,12 +272,9 @@ class Redactor:
         """
         if not self._scannable:
             return False
-        text = document.decode() if isinstance(document, bytes) else document
-        if self._tells is not None and self._tells.search(text) is not None:
-            return False
-        if _ELLIPSIS in text or _ESCAPED_ELLIPSIS in text:  # `_ELLIPSES`, spelled out: hot
-            return False
-        return not _ends_a_word(text.lower(), self._end_hints)
+        if isinstance(document, bytes):
+            return self._clean_text(document.decode(), document)
+        return self._clean_text(document)
 
     def clean_change(self, text: str, start: int, end: int) -> bool:
         """`clean` for a string that is one `clean` said yes to (inside its JSON document)
@@ -282,12 +284,21 @@ class Redactor:
         outside the change was in the old string too, and the old string had none."""
         if not self._scannable:
             return False
-        window = text[max(0, start - self._reach) : end + self._reach]
-        if self._tells is not None and self._tells.search(window) is not None:
+        return self._clean_text(text[max(0, start - self._reach) : end + self._reach])
+
+    def _clean_text(self, text: str, data: bytes | None = None) -> bool:
+        """`clean` of `text` (`data`: its UTF-8 bytes, when the caller has them)."""
+        if self._tells is not None and self._tells.search(text) is not None:
             return False
-        if _ELLIPSIS in window or _ESCAPED_ELLIPSIS in window:
+        if _ELLIPSIS in text or _ESCAPED_ELLIPSIS in text:  # `_ELLIPSES`, spelled out: hot
             return False
-        return not _ends_a_word(window.lower(), self._end_hints)
+        # Hints are ASCII. Lowering the text's UTF-8 bytes (ASCII letters only: ~10x cheaper
+        # than lowering a str) finds the same ones, each followed by the same kind of
+        # character, unless the text holds a character whose lowercase is ASCII.
+        if text.isascii() or not (_LOWER_TO_ASCII[0] in text or _LOWER_TO_ASCII[1] in text):
+            lowered = (text.encode("utf-8", "surrogatepass") if data is None else data).lower()
+            return not _ends_a_word(lowered, self._end_hint_bytes, _WORD_BYTES)
+        return not _ends_a_word(text.lower(), self._end_hints, _WORD_CHARS)
 
     def json(self, value: Any) -> str:
         """`value` redacted, as compact JSON text: the same text as dumping `self.value(value)`.
@@ -301,8 +312,10 @@ class Redactor:
             dumped = orjson.dumps(value, option=_NATIVE_ONLY)
         except TypeError:
             dumped = None
-        if dumped is not None and self.clean(dumped):
-            return dumped.decode()
+        if dumped is not None and self._scannable:
+            text = dumped.decode()  # once: `clean` reads text, and text is what is returned
+            if self._clean_text(text, dumped):
+                return text
         return dumps(self.value(value))
 
     def _dict(self, value: dict[Any, Any]) -> dict[Any, Any]:
@@ -520,6 +533,7 @@ class _CompiledRules:
     secrets: re.Pattern[str]
     triggers: re.Pattern[str] | None
     tells: re.Pattern[str] | None  # what `clean` searches for (None when `triggers` is)
+    end_hint_bytes: tuple[bytes, ...]
     scannable: bool
     reach: int  # the longest text one of `clean`'s tests reads past a position
 
@@ -553,18 +567,28 @@ def _compile(
     reach = max((len(t) for t in (*known, *_ELLIPSES)), default=0)
     reach = max((reach, *tell_lengths, *(len(h) + 1 for h in hints)))
     return _CompiledRules(
-        hints, end_hints, hint_pattern, literals, secrets, triggers, tells, scannable, reach
+        hints,
+        end_hints,
+        hint_pattern,
+        literals,
+        secrets,
+        triggers,
+        tells,
+        tuple(h.encode() for h in end_hints),
+        scannable,
+        reach,
     )
 
 
-def _ends_a_word(lowered: str, hints: tuple[str, ...]) -> bool:
+def _ends_a_word(lowered: Any, hints: tuple[Any, ...], word: frozenset[Any]) -> bool:
     """Does a hint occur in `lowered` not followed by a letter or digit (where `key_words`
-    would end a word: it splits at anything else, and lowering made every letter lower)?"""
+    would end a word: it splits at anything else, and lowering made every letter lower)?
+    Text with str hints and `_WORD_CHARS`, or ASCII bytes with bytes and `_WORD_BYTES`."""
     for hint in hints:
         at = lowered.find(hint)
         while at >= 0:
             end = at + len(hint)
-            if end == len(lowered) or lowered[end] not in _WORD_CHARS:
+            if end == len(lowered) or lowered[end] not in word:
                 return True
             at = lowered.find(hint, at + 1)
     return False
