@@ -388,3 +388,46 @@ def test_a_change_that_completes_a_secret_key_is_redacted() -> None:
     requests = list(rerendered(contents))
     stored = encode(requests)
     assert "abc12345" not in stored[-1][0]
+
+
+pieces = st.sampled_from(
+    ["tea", "key", "Token", "api_", "key=abc123456789", "sk-", "abcdefghijklmnopqrstu", "Bear",
+     "er abcdefgh12345678", "…", ENV["OPENAI_API_KEY"][:9], ENV["OPENAI_API_KEY"][9:], "AKIA",
+     "ABCDEFGHIJKLMNOP", "ok", " "]
+)  # fmt: skip
+fragments = st.lists(pieces, max_size=3).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    head=fragments,
+    steps=st.lists(
+        st.tuples(
+            st.integers(0, 2), st.lists(st.tuples(fragments, fragments), min_size=1, max_size=2)
+        ),
+        max_size=6,
+    ),
+    window=st.integers(2, 6),
+)
+def test_a_sliding_state_summary_is_redacted_as_a_whole_one_is(
+    head: str, steps: list[tuple[int, list[tuple[str, str]]]], window: int
+) -> None:
+    # A state summary that drops its oldest lines and appends new ones is read only where
+    # the kept lines meet the text around them and where the new lines are: a secret in a
+    # new line, or one that only forms where kept lines meet other text, is still seen.
+    state = [f"line {i} of the state, long enough to be found again" for i in range(3)]
+    contents = []
+    for dropped, added in [(0, []), *steps]:
+        step = len(contents)
+        numbered = [f"{pre}step {step}.{i} lorem{post}" for i, (pre, post) in enumerate(added)]
+        state = (state[dropped:] + numbered)[-window:]
+        contents.append("You help.\n## State so far\n" + head + "\n".join(state))
+    assert encode(rerendered(contents)) == encode(copy.deepcopy(list(rerendered(contents))))
+
+
+def test_only_the_new_lines_of_a_sliding_state_are_read() -> None:
+    old = "You help.\n## State\n- a(1) -> ok: aaaa aaaa aaaa\n- b(2) -> ok: bbbb bbbb bbbb\n"
+    new = "You help.\n## State\n- b(2) -> ok: bbbb bbbb bbbb\n- c(3) -> ok: Bearer abcdefgh1234\n"
+    stored = encode(rerendered([old, new]))
+    assert "abcdefgh1234" not in stored[-1][0]
+    assert "[REDACTED]" in stored[-1][0]

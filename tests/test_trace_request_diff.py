@@ -217,3 +217,46 @@ def test_any_sequence_of_edits_rebuilds_exactly(
                 params.pop(f"p{at % 3}", None)
         requests.append({**copy.deepcopy(params), "messages": copy.deepcopy(messages)})
     assert encode_all(requests) == requests
+
+
+def _brute_position(parts: list[bytes], part: bytes, at_or_after: int) -> int | None:
+    places = [index for index, known in enumerate(parts) if known == part]
+    later = [index for index in places if index >= at_or_after]
+    return (later or places or [None])[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    first=st.lists(st.sampled_from([b"a", b"b", b"c"]), max_size=8),
+    steps=st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(st.integers(0, 20), st.sampled_from([b"a", b"b", b"d"])), max_size=3
+            ),
+            st.lists(st.sampled_from([b"a", b"b", b"e"]), max_size=3),
+        ),
+        max_size=5,
+    ),
+)
+def test_the_position_index_finds_what_a_search_of_the_messages_finds(
+    first: list[bytes], steps: list[tuple[list[tuple[int, bytes]], list[bytes]]]
+) -> None:
+    # The index is carried from request to request (places changed, messages appended) and
+    # keeps one place per message, or a sorted list when the same bytes occur more than once.
+    chain = RequestChain(parts=list(first))
+    chain.position(b"a", 0)  # built, so that the next chains carry it
+    for edits, appended in steps:
+        parts = list(chain.parts)
+        changed = set()
+        for at, part in edits:
+            if at < len(parts) and parts[at] != part:
+                parts[at] = part
+                changed.add(at)
+        parts += appended
+        carried = chain._positions_for(parts, sorted(changed))
+        chain = RequestChain(parts=parts, _positions=carried)
+        for part in (b"a", b"b", b"c", b"d", b"e"):
+            for at_or_after in range(len(parts) + 1):
+                assert chain.position(part, at_or_after) == _brute_position(
+                    parts, part, at_or_after
+                )

@@ -39,6 +39,9 @@ _MIN_EDIT_SAVING = 16
 _ENCODE_WITHOUT_LOOKUP = 8
 # A position index is carried to the next request when at most this many places changed.
 _MAX_CARRIED_CHANGES = 16
+# What `_moved_text` looks for: the first characters of a changed part, at this many places.
+_MOVED_PROBE_CHARS = 24
+_MOVED_TRIES = 4
 _KEY_PREFIX_ENTRIES = 256
 _KEY_PREFIXES: dict[str, bytes] = {}  # see `_key_prefix`
 
@@ -69,23 +72,26 @@ class RequestChain:
     hasher: Any = None
     # The request's messages when the runtime sent them as a `MessageView` (see `_parts`).
     view: MessageView | None = None
-    _positions: dict[bytes, list[int]] | None = None
+    # Where each message's bytes occur: a place, or the sorted places of bytes that occur
+    # more than once (a list for each message would cost ~70 bytes a message, for the rare
+    # duplicate).
+    _positions: dict[bytes, int | list[int]] | None = None
 
     def position(self, part: bytes, at_or_after: int) -> int | None:
         """Where `part` occurs among the previous messages, preferring at/after a position."""
         if self._positions is None:
             self._positions = {}
             for index, known in enumerate(self.parts):
-                self._positions.setdefault(known, []).append(index)
+                _index(self._positions, known, index)
         found = self._positions.get(part)
-        if not found:
-            return None
+        if found is None or type(found) is int:
+            return found
         after = bisect.bisect_left(found, at_or_after)
         return found[after] if after < len(found) else found[0]
 
     def _positions_for(
         self, parts: list[bytes], changed: list[int]
-    ) -> dict[bytes, list[int]] | None:
+    ) -> dict[bytes, int | list[int]] | None:
         """The position index of `parts` (this chain's parts with `changed` places replaced
         and more appended), taken over from this chain when it has one: then this chain
         rebuilds its own if it is asked again."""
@@ -95,21 +101,39 @@ class RequestChain:
         self._positions = None
         for index in changed:
             _unindex(old, self.parts[index], index)
-            bisect.insort(old.setdefault(parts[index], []), index)
+            _index(old, parts[index], index)
         for index in range(len(self.parts), len(parts)):
-            old.setdefault(parts[index], []).append(index)
+            _index(old, parts[index], index)
         return old
 
 
-def _unindex(positions: dict[bytes, list[int]], part: bytes, index: int) -> None:
+def _index(positions: dict[bytes, int | list[int]], part: bytes, index: int) -> None:
+    """Record that `part` is at `index` (kept sorted: places come in any order)."""
     found = positions.get(part)
     if found is None:
+        positions[part] = index
+    elif type(found) is int:
+        if found != index:
+            positions[part] = [found, index] if found < index else [index, found]
+    else:
+        at = bisect.bisect_left(found, index)
+        if at == len(found) or found[at] != index:
+            found.insert(at, index)
+
+
+def _unindex(positions: dict[bytes, int | list[int]], part: bytes, index: int) -> None:
+    found = positions.get(part)
+    if found is None:
+        return
+    if type(found) is int:
+        if found == index:
+            del positions[part]
         return
     at = bisect.bisect_left(found, index)
     if at < len(found) and found[at] == index:
         del found[at]
-        if not found:
-            del positions[part]
+        if len(found) == 1:
+            positions[part] = found[0]
 
 
 @dataclass(frozen=True)
@@ -394,7 +418,7 @@ class _MessagesDiff:
         change = None
         if base is not None and base is previous.snapshots[expect]:
             change = _content_change(base, snapshot)
-        if type(snapshot) is not _Opaque and self._clean(index, snapshot, change):
+        if type(snapshot) is not _Opaque and self._clean(index, snapshot, change, base):
             # Nothing in it to redact: what redaction would build is its copy, and its stored
             # bytes are its raw bytes. (The copy is never changed: both only get read.)
             redacted = snapshot
@@ -418,7 +442,7 @@ class _MessagesDiff:
             self.ops.append(["add", [redacted]])
         return expect
 
-    def _clean(self, index: int, snapshot: Any, change: tuple[int, int] | None) -> bool:
+    def _clean(self, index: int, snapshot: Any, change: tuple[int, int] | None, base: Any) -> bool:
         if change is None:
             if index >= self.shared and len(self.parts) - self.shared > 1:
                 # The messages appended since the last request, read in one pass (the
@@ -431,7 +455,35 @@ class _MessagesDiff:
                     return True
             return self.redactor.clean(self.parts[index])
         text = snapshot["content"]
-        return self.redactor.clean_change(text, change[0], len(text) - change[1])
+        start, end = change[0], len(text) - change[1]
+        moved = _moved_text(base["content"], text, start, end)
+        if moved:
+            # `text[start:start + moved]` is old text that moved up (a state summary dropping
+            # its oldest lines): only where it meets the text around it, and what follows it,
+            # can hold anything the old (clean) text did not.
+            clean_change = self.redactor.clean_change
+            return clean_change(text, start, start) and clean_change(text, start + moved, end)
+        return self.redactor.clean_change(text, start, end)
+
+
+def _moved_text(old: str, new: str, start: int, end: int) -> int:
+    """How much of the changed part of `new` (`new[start:end]`, after a common prefix of
+    `start` characters and before a common suffix) starts with the end of the changed part
+    of `old`: the old part, its head dropped, moved to the front of the new one. 0 if not.
+    A few places where the new part's head occurs in the old part are tried (found in C)."""
+    old_end = len(old) - (len(new) - end)
+    probe = new[start : min(end, start + _MOVED_PROBE_CHARS)]
+    if len(probe) < _MOVED_PROBE_CHARS:
+        return 0
+    at = old.find(probe, start + 1, old_end)
+    for _ in range(_MOVED_TRIES):
+        if at < 0:
+            return 0
+        moved = old_end - at
+        if moved <= end - start and new.startswith(old[at:old_end], start):
+            return moved
+        at = old.find(probe, at + 1, old_end)
+    return 0
 
 
 def _moved_index(
