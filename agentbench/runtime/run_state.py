@@ -14,11 +14,13 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import CoroutineType
 from typing import Any, TypeVar
 
 from agentbench.errors import RunTimeoutError
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context, RunContext
+from agentbench.runtime.eager import first_step, resume
 from agentbench.runtime.event_log import EventLog
 from agentbench.runtime.events import (
     ContextChanged,
@@ -183,6 +185,9 @@ class RunState:
         self._alarm: asyncio.TimerHandle | None = None  # fires once, at the deadline
         self._guards: list[_Guard] = []  # the awaits the deadline would interrupt now
         self.tool_schemas = agent.tool_schemas()
+        # The model settings, their values and the request parameters last dumped from
+        # them: the loop dumps again only when a setting changed (`loop._request_params`).
+        self.request_params: tuple[Any, tuple[Any, ...], dict[str, Any]] | None = None
 
     def _initial_messages(self, input: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
         if isinstance(input, str):
@@ -209,6 +214,8 @@ class RunState:
 
     def context_events(self) -> list[ContextChanged]:
         """ContextChanged events for every variable written since the last call."""
+        if not self.context.changes:  # most steps write none: nothing to drain
+            return []
         return [
             self.event(
                 ContextChanged,
@@ -242,7 +249,9 @@ class RunState:
 
         One timer per run, not an `asyncio.timeout` per await: the timer cancels whatever the
         run is awaiting under the deadline when it fires, with asyncio.timeout's accounting
-        (a cancellation from elsewhere stays a cancellation).
+        (a cancellation from elsewhere stays a cancellation). A coroutine is first run up to
+        its first suspension (`eager`): the timer can only interrupt a suspended await, and
+        most of a replayed step's awaits never suspend, so they need no guard.
         """
         if self.deadline is None:
             return await awaitable
@@ -250,8 +259,21 @@ class RunState:
             if asyncio.iscoroutine(awaitable):
                 awaitable.close()
             raise RunTimeoutError(self._timeout_message())
+        if type(awaitable) is CoroutineType:
+            try:
+                finished, step = first_step(awaitable)
+            except TimeoutError:
+                raise RunTimeoutError(self._timeout_message()) from None
+            if finished:
+                return step
+            awaitable = resume(awaitable, step)
+        return await self._guarded(awaitable)
+
+    async def _guarded(self, awaitable: Any) -> Any:
+        """Await under the deadline's timer (set once, at the first await that needs it)."""
         task = asyncio.current_task()
         assert task is not None, "within_deadline awaits inside a task"
+        assert self.deadline is not None
         if self._alarm is None:
             loop = asyncio.get_running_loop()
             self._alarm = loop.call_at(

@@ -23,6 +23,7 @@ import inspect
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from types import CoroutineType
 from typing import Any, Literal, overload
 
 import orjson
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentbench.errors import ToolDefinitionError
 from agentbench.runtime.context import RunContext
+from agentbench.runtime.eager import first_step, resume
 from agentbench.runtime.records import built
 from agentbench.runtime.threads import NO_CONTEXT as _NO_CONTEXT
 from agentbench.runtime.threads import run_in_thread
@@ -207,8 +209,11 @@ class Tool:
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check the model's arguments; raises pydantic's ValidationError when they are wrong."""
-        model = self.args_model.model_validate(arguments)
-        return {field: getattr(model, field) for field in type(model).model_fields}
+        # What `model_validate` does, less its wrapper. A model's `__dict__` holds its fields,
+        # in order (extra fields, where allowed, are kept apart); a copy, as the caller adds
+        # the context to it.
+        model = self.args_model.__pydantic_validator__.validate_python(arguments)
+        return dict(model.__dict__)
 
     async def invoke(
         self, arguments: dict[str, Any], context: RunContext | None = None
@@ -278,12 +283,34 @@ async def _within(call: Awaitable[Any], timeout_s: float | None) -> Any:
 
     The same accounting as asyncio.timeout (the task is cancelled at the deadline, and the
     cancellation turned into TimeoutError only if it was the deadline's), with a plain timer:
-    asyncio.timeout's own context manager, handle and context copy cost 4 µs a call.
+    asyncio.timeout's own context manager, handle and context copy cost 4 µs a call. The
+    timer is set only if the call suspends (`eager`): until then it could not fire, and most
+    async tools return without suspending. It counts from the start of the call all the same.
     """
     task = asyncio.current_task()
     if task is None:
         raise RuntimeError("Timeout should be used inside a task")  # asyncio.timeout's words
     cancelling = task.cancelling()
+    started = asyncio.get_running_loop().time()
+    if type(call) is CoroutineType:
+        try:
+            finished, step = first_step(call)
+        except TimeoutError as exc:
+            raise _RaisedByTool(exc) from exc
+        if finished:
+            return step
+        call = resume(call, step)
+    return await _timed(call, timeout_s, task, cancelling, started)
+
+
+async def _timed(
+    call: Awaitable[Any],
+    timeout_s: float | None,
+    task: asyncio.Task[Any],
+    cancelling: int,
+    started: float,
+) -> Any:
+    """The rest of `_within`, for a call that suspended: its timer, from `started`."""
     expired = False
 
     def expire() -> None:
@@ -294,7 +321,7 @@ async def _within(call: Awaitable[Any], timeout_s: float | None) -> Any:
     timer = None
     if timeout_s is not None:
         loop = asyncio.get_running_loop()
-        timer = loop.call_at(loop.time() + timeout_s, expire, context=_NO_CONTEXT)
+        timer = loop.call_at(started + timeout_s, expire, context=_NO_CONTEXT)
     try:
         return await call
     except TimeoutError as exc:
