@@ -45,8 +45,7 @@ def usage_from(body: dict[str, Any] | None) -> Usage:
     return Usage(**fields)  # validation converts (10.0) or says what is wrong
 
 
-def _is_text(value: Any) -> bool:
-    return value is None or type(value) is str
+_TEXT_TYPES = frozenset({str, type(None)})  # a response's texts, when they need no checking
 
 
 def _tool_call(name: Any, arguments: Any, call_id: Any) -> ToolCall:
@@ -92,7 +91,7 @@ def parse_completion(body: dict[str, Any], request: dict[str, Any] | None = None
         "raw": body,
     }
     texts = (text, fields["finish_reason"], fields["model"], fields["reasoning"])
-    if all(map(_is_text, texts)):
+    if set(map(type, texts)) <= _TEXT_TYPES:  # all str or None, checked without a call each
         # Shares `body` as `raw`: parsed for this response alone (validation would copy it).
         return built(ChatResponse, fields)
     return ChatResponse(**fields)  # validation says what is wrong

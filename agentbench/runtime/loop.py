@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from operator import is_
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
 from agentbench.errors import AgentbenchError, OutputValidationError, RunTimeoutError
+from agentbench.runtime.agent import ModelSettings
 from agentbench.runtime.arguments import ArgumentsParseError, parse_arguments
 from agentbench.runtime.events import (
     ErrorInfo,
@@ -167,13 +169,36 @@ async def _prepare_request(run: RunState, request: dict[str, Any]) -> list[Any]:
     request["messages"] = MessageView(run.system_message, run.messages)
     if run.tool_schemas:
         request["tools"] = run.tool_schemas
-    request.update(settings.request_params())
+    request.update(_request_params(run, settings))
     if schema is not None and settings.output_mode == "json_schema":
         request["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": agent.final_type.__name__, "schema": schema},  # type: ignore[union-attr]
         }
     return events
+
+
+def _request_params(run: RunState, settings: ModelSettings) -> dict[str, Any]:
+    """`settings.request_params()`, the last dump again while every setting is the very
+    same object (the check costs a third of a dump; most runs never change their settings).
+
+    Kept only for agentbench's own settings without a `stop` list or a filled-in
+    `extra_body`, which could change in place; a setting assigned anew (even an equal value,
+    1 for 1.0) is a new object, so any other change is seen.
+    """
+    values = tuple(settings.__dict__.values())
+    kept = run.request_params
+    if (
+        kept is not None
+        and kept[0] is settings
+        and not settings.extra_body
+        and all(map(is_, values, kept[1]))
+    ):
+        return kept[2]
+    params = settings.request_params()
+    if type(settings) is ModelSettings and settings.stop is None and not settings.extra_body:
+        run.request_params = (settings, values, params)
+    return params
 
 
 async def _compact(run: RunState, system_tokens: int) -> list[Any]:

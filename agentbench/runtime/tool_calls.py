@@ -90,8 +90,9 @@ def plan_call(run: RunState, call: ToolCall) -> PlannedCall:
             ),
         )
     key = (tool.name, orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode())
-    run.call_counts[key] += 1
-    return PlannedCall(call, arguments, tool=tool, kwargs=kwargs, repeats=run.call_counts[key])
+    counts = run.call_counts
+    counts[key] = repeats = counts.get(key, 0) + 1  # not `+= 1`: Counter's __missing__ is Python
+    return PlannedCall(call, arguments, tool=tool, kwargs=kwargs, repeats=repeats)
 
 
 def tool_message(call_id: str, content: str) -> dict[str, Any]:
