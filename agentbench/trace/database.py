@@ -235,7 +235,7 @@ def _try_connect(
     if last and last != _READER_WAITING and _lock_taken(path, write=write):
         return None, last
     try:
-        conn = duckdb.connect(str(path), read_only=not write)
+        conn = _open_writer(path) if write else duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
         if not is_lock_conflict(exc):
             raise _open_error(path, exc) from None
@@ -243,6 +243,29 @@ def _try_connect(
     if write:
         readers.wrote(path)
     return conn, ""
+
+
+# Rows in a row group of the store's tables, for writers (DuckDB's default is 122,880). A
+# checkpoint compacts a table's small row groups (one a batch) into full ones, holding what it
+# merges in memory: with full-size groups of wide rows (request bodies) that is hundreds of MB
+# at a time in whatever process writes — a driver storing 20,000 traces peaked ~450 MB above
+# its size. At 4,096 rows the peak is ~70 MB, and the file is no larger
+# (`benchmarks/store_peak.py`). DuckDB takes the size per attachment, not from the file.
+ROW_GROUP_ROWS = 4096
+
+
+def _open_writer(path: Path) -> duckdb.DuckDBPyConnection:
+    """A read-write connection to `path`: the file attached (with `ROW_GROUP_ROWS`) to an
+    in-memory catalog and made the default, so every statement reads as on the file's own."""
+    conn = duckdb.connect()
+    try:
+        quoted = str(path).replace("'", "''")
+        conn.execute(f"ATTACH '{quoted}' AS store (ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
+        conn.execute("USE store")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def _lock_taken(path: Path, *, write: bool) -> bool:
@@ -308,7 +331,10 @@ def _initialise_if_empty(path: Path) -> None:
 def _check_whole(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Refuse a file shorter than the blocks DuckDB says it holds: it was cut short, and
     reading it would fail half-way through a query with an engine error."""
-    cursor = conn.execute("PRAGMA database_size")
+    # One row per attached database (a writer's in-memory catalog too): the file's is ours.
+    cursor = conn.execute(
+        "SELECT * FROM pragma_database_size() WHERE database_name = current_database()"
+    )
     names = [d[0] for d in cursor.description or ()]
     row = dict(zip(names, cursor.fetchone() or (), strict=False))
     # Used blocks, not total: DuckDB trims free blocks off the end of the file.

@@ -224,7 +224,11 @@ def applied(conn: duckdb.DuckDBPyConnection, tables: set[str] | None = None) -> 
 
 
 def _table_names(conn: duckdb.DuckDBPyConnection) -> set[str]:
-    return {row[0] for row in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    # Of the store only: a writer's connection also has an (empty) in-memory catalog.
+    rows = conn.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+    ).fetchall()
+    return {row[0] for row in rows}
 
 
 def tables_of(version: int) -> set[str]:
