@@ -248,9 +248,9 @@ def _try_connect(
 # Rows in a row group of the store's tables, for writers (DuckDB's default is 122,880). A
 # checkpoint compacts a table's small row groups (one a batch) into full ones, holding what it
 # merges in memory: with full-size groups of wide rows (request bodies) that is hundreds of MB
-# at a time in whatever process writes — a driver storing 20,000 traces peaked ~450 MB above
-# its size. At 4,096 rows the peak is ~70 MB, and the file is no larger
-# (`benchmarks/store_peak.py`). DuckDB takes the size per attachment, not from the file.
+# at a time in whatever process writes (~450 MB for rows of 1.5 KB; a 10,000-case eval's
+# driver peaked at 456 MB, 248 MB since). At 4,096 rows it is ~70 MB, and the file is no
+# larger (`benchmarks/store_peak.py`). DuckDB takes the size per attachment, not from the file.
 ROW_GROUP_ROWS = 4096
 
 
