@@ -56,8 +56,8 @@ class CaseBrief(NamedTuple):
         return cls(case.id, tuple(case.tags), case.trials, case.cassette, index)
 
 
-# Reads one case file again: its cases and the digest of the text they came from (None when
-# it can no longer be read), or raises SuiteError listing what is now wrong with it.
+# Reads one case file again: its cases, and the digest of the text they came from (None when
+# it no longer reads cleanly: it changed).
 Reread = Callable[[Path], tuple[list[Case], bytes | None]]
 
 
@@ -73,7 +73,7 @@ class SuiteCases(Sequence[Case]):
         self._reread = reread
         self._kept: OrderedDict[int, list[Case]] = OrderedDict()
         self._kept_count = 0
-        self._ids: dict[str, int] | None = None  # case id → file number, made when looked up
+        self._ids: dict[str, int] | None = None  # case id → index, made when looked up
         self._lock = threading.Lock()
 
     def add_file(self, path: Path, digest: bytes, cases: list[Case]) -> None:
@@ -121,24 +121,13 @@ class SuiteCases(Sequence[Case]):
 
     def by_id(self, case_id: str) -> Case | None:
         """The case with this id (its file read, if it is not kept), or None."""
-        for case in self._inline:
-            if case.id == case_id:
-                return case
-        with self._lock:
-            if self._ids is None:
-                # ~100 bytes a case, made only when someone looks a case up by id.
-                self._ids = {}
-                for number in range(len(self._files)):
-                    for case in self._cases_of(number, locked=True):
-                        self._ids[case.id] = number
-            number = self._ids.get(case_id)
-        if number is None:
-            return None
-        return next(c for c in self._cases_of(number) if c.id == case_id)
+        if self._ids is None:
+            # From the briefs, ~100 bytes a case, made only when a case is looked up by id.
+            self._ids = {brief.id: brief.index for brief in self._briefs}
+        index = self._ids.get(case_id)
+        return None if index is None else self[index]
 
-    def _cases_of(self, number: int, *, locked: bool = False) -> list[Case]:
-        if locked:
-            return self._load(number)
+    def _cases_of(self, number: int) -> list[Case]:
         with self._lock:
             return self._load(number)
 
