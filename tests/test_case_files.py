@@ -191,3 +191,21 @@ def test_the_driver_holds_a_few_hundred_bytes_a_case(
     # A case's brief and its outcome's place in the spool; its definition (~4.5 KB) and its
     # scored outcome (~1.5 KB) are on disk.
     assert per_case < 800, f"{per_case:.0f} bytes a case"
+
+
+def test_a_plan_is_made_once_for_the_same_suites(
+    big_suite: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `run` counts the trials (its progress bar) before running them: a shard's plan reads
+    # every cassette for its weights, which must not happen twice.
+    from agentbench.evals import harness as harness_module
+
+    reads: list[Path] = []
+    monkeypatch.setattr(harness_module, "recorded_calls", lambda path: reads.append(path) or 1)
+    suite = load_suite(big_suite)
+    harness = Harness(None, HarnessOptions(shard=Shard.parse("1/2")))
+    first = harness.planned([suite])
+    assert harness.planned_trials([suite]) == len(first)
+    assert harness.planned([suite]) is first and len(reads) == 120
+    other = load_suite(big_suite)  # other suites: planned again
+    assert harness.planned([other]) is not first and len(reads) == 240

@@ -88,10 +88,6 @@ class SuiteCases(Sequence[Case]):
         """Every case's brief, in order (a copy of the list; the briefs are immutable)."""
         return list(self._briefs)
 
-    @property
-    def files(self) -> list[CaseFile]:
-        return list(self._files)
-
     def __len__(self) -> int:
         return self._ends[-1] if self._ends else len(self._inline)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import operator
 import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -189,6 +190,7 @@ class Harness:
     ) -> None:
         self.store = store
         self.options = options
+        self._plan: tuple[list[Any], list[tuple[Any, Any, int]]] | None = None
         self.progress = progress
         self.executor = executor or LocalExecutor()
         # Scores, reasons and drifts quote the current run (its requests, tool arguments and
@@ -227,7 +229,20 @@ class Harness:
     def planned(self, suites: Sequence[Any]) -> list[tuple[Any, Any, int]]:
         """The (suite, case, trial) this eval runs: the selected ones, of this shard only. A
         loaded suite's case stands here as its `CaseBrief` (what planning reads of it): the
-        case itself is read when its trial runs, so planning holds ~200 bytes a case."""
+        case itself is read when its trial runs, so planning holds ~200 bytes a case. Made
+        once for the same suites: `run` counts the trials first (its progress bar), and a
+        shard's plan reads every cassette of the suites for its weights."""
+        if (
+            self._plan is not None
+            and len(self._plan[0]) == len(suites)
+            and all(map(operator.is_, self._plan[0], suites))
+        ):
+            return self._plan[1]
+        plan = self._plan_for(suites)
+        self._plan = (list(suites), plan)
+        return plan
+
+    def _plan_for(self, suites: Sequence[Any]) -> list[tuple[Any, Any, int]]:
         trials = [
             (suite, case, trial)
             for suite in suites
