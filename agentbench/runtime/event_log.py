@@ -12,6 +12,12 @@ appended. The loop's own events are packed as they are made (`make`), others whe
 Reading makes a new object each time: an event is a value, and a change made to one read does
 not show on the next (the events a run yields to its hooks are the objects built; the log
 holds what they were when appended). An event that cannot be packed is kept as it is.
+
+A long run's older events are frozen (`runtime/frozen_events.py`): once `KEPT_LIVE` newer
+events follow a chunk of `FROZEN_CHUNK`, the chunk's packed tuples become one pickle, ~60
+bytes an event and nothing for the garbage collector to walk. A run of fewer than
+`KEPT_LIVE + FROZEN_CHUNK` events (a golden case's dozens) never freezes one. A frozen
+event reads back equal, its values new objects rather than the run's own.
 """
 
 from __future__ import annotations
@@ -22,17 +28,32 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, SupportsIndex, TypeVar, overload
 
+from agentbench.runtime.frozen_events import Conversations, freeze, thaw
 from agentbench.runtime.packed import EVENT_MAKERS, event_maker, packer, shapes_of, unpack
 
 E = TypeVar("E")
 _PACKERS: dict[type, Any] = {}  # by event class, its `packed.packer`
+# Events are frozen this many at a time (one pickle: the more, the less each costs), once
+# this many newer ones follow them: the run's hooks and guards read the recent events.
+FROZEN_CHUNK = 256
+KEPT_LIVE = 256
+_FROZEN_PLACES = (None,) * FROZEN_CHUNK  # what a frozen chunk leaves in the entries
 
 
 class EventLog(Sequence[Any]):
     """The events of one run, in order; `log[i].seq == i`. Read-only to everyone but the
     run, which `append`s each event as it is made."""
 
-    __slots__ = ("_agent", "_entries", "_run_id", "_times")
+    __slots__ = (
+        "_agent",
+        "_chunks",
+        "_conversations",
+        "_entries",
+        "_run_id",
+        "_settled",
+        "_thawed",
+        "_times",
+    )
     __hash__ = None  # type: ignore[assignment]  # equal to a list, so unhashable like one
 
     def __init__(self, run_id: str, agent: str) -> None:
@@ -43,6 +64,12 @@ class EventLog(Sequence[Any]):
         # 0 for an event kept whole. A double has the microseconds exactly (it reads back
         # as the same datetime) for times between 1834 and 2106; others are kept whole.
         self._times = array("d")
+        # Entries before `_settled` are in `_chunks`, a chunk each FROZEN_CHUNK of them:
+        # frozen bytes (their places in `_entries` None), or None if they could not be.
+        self._settled = 0
+        self._chunks: list[bytes | None] = []
+        self._conversations: Conversations | None = None
+        self._thawed: tuple[int, list[Any]] | None = None  # the chunk last read
 
     def append(self, event: Any) -> None:
         pack = _PACKERS.get(type(event))
@@ -52,16 +79,45 @@ class EventLog(Sequence[Any]):
         if type(entry) is not tuple:
             self._times.append(0.0)
         self._entries.append(entry)
+        if len(self._entries) - self._settled >= KEPT_LIVE + FROZEN_CHUNK:
+            self._freeze_next()
 
     def make(self, cls: type[E], fields: dict[str, Any]) -> E:
         """Build the next event (what `records.built(cls, fields)` gives, so for values the
         run made itself: not validated) and append it, packed as it is made."""
         given = tuple(fields)
         make = EVENT_MAKERS.get((cls, given)) or event_maker(cls, given)
-        return make(fields, self._run_id, self._agent, self._entries, self._times)  # type: ignore[no-any-return]
+        made = make(fields, self._run_id, self._agent, self._entries, self._times)
+        if len(self._entries) - self._settled >= KEPT_LIVE + FROZEN_CHUNK:
+            self._freeze_next()
+        return made  # type: ignore[no-any-return]
+
+    def _freeze_next(self) -> None:
+        start = self._settled
+        end = start + FROZEN_CHUNK
+        if self._conversations is None:
+            self._conversations = Conversations()
+        frozen = freeze(self._entries[start:end], self._conversations)
+        self._chunks.append(frozen)
+        if frozen is not None:
+            self._entries[start:end] = _FROZEN_PLACES
+        self._settled = end
+
+    def _entry(self, position: int) -> Any:
+        """The entry at `position`: packed or whole, thawed if it was frozen."""
+        entry = self._entries[position]
+        if entry is not None:
+            return entry
+        chunk, at = divmod(position, FROZEN_CHUNK)
+        thawed = self._thawed
+        if thawed is None or thawed[0] != chunk:
+            frozen = self._chunks[chunk]
+            assert frozen is not None and self._conversations is not None
+            thawed = self._thawed = (chunk, thaw(frozen, self._conversations))
+        return thawed[1][at]
 
     def _read(self, position: int) -> Any:
-        entry = self._entries[position]
+        entry = self._entry(position)
         if type(entry) is tuple:
             ts = datetime.fromtimestamp(self._times[position], UTC)
             return unpack(entry, self._run_id, self._agent, position, ts)
@@ -95,7 +151,8 @@ class EventLog(Sequence[Any]):
     def of_kind(self, cls: type[E]) -> Iterator[E]:
         """The events of class `cls` (or a subclass), without making the others again."""
         shapes = shapes_of(cls)
-        for position, entry in enumerate(self._entries):
+        for position in range(len(self._entries)):
+            entry = self._entry(position)
             if type(entry) is tuple:
                 if entry[0] in shapes:
                     yield self._read(position)

@@ -36,6 +36,18 @@ class MessageView(Sequence[Message]):
         self._messages = messages
         self._n = len(messages)
 
+    @classmethod
+    def of(cls, system: Message | None, messages: list[Message], shown: int) -> MessageView:
+        """The view of `messages[:shown]` (a view made earlier, `window()` giving these)."""
+        view = cls.__new__(cls)
+        view._system, view._messages, view._n = system, messages, shown
+        return view
+
+    def window(self) -> tuple[Message | None, list[Message], int]:
+        """What the view is made of: its system message, the conversation, how many of its
+        messages it shows."""
+        return self._system, self._messages, self._n
+
     def _lead(self) -> int:
         return 0 if self._system is None else 1
 
