@@ -417,7 +417,8 @@ class Harness:
             judge=judge.model if judge else None,
             steps=outcome.steps,  # the trajectory the divergences are found in, made once
         )
-        scorers = [spec.build(base_dir=suite.root) for spec in expectations]
+        root = suite.root  # once: for a suite loaded by a relative path it asks the OS
+        scorers = [spec.build(base_dir=root) for spec in expectations]
         scores = await score_all(scorers, context)
         # Change values carry the current request text: redacted before anything keeps them.
         drifts = redact.value([d.as_dict() for d in outcome.located_drifts()])

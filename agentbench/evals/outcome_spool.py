@@ -33,6 +33,7 @@ class OutcomeSpool(Sequence[TrialOutcome]):
         self._where = array("q")  # offset, length of each outcome, in appending order
         self._order: list[int] | None = []  # reading order; None: to be sorted again
         self._end = 0
+        self._at_end = True  # the file's position is `_end`
         self.sealed = False  # no more outcomes will come: summaries of it may be kept
 
     def append(self, outcome: TrialOutcome) -> None:
@@ -42,8 +43,10 @@ class OutcomeSpool(Sequence[TrialOutcome]):
             # Open for the spool's life (closed by `close`), not for one block.
             self._file = tempfile.TemporaryFile(prefix="agentbench-outcomes-")  # noqa: SIM115
         data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
-        self._file.seek(self._end)
+        if not self._at_end:  # a read moved the position (a seek is a system call: skipped)
+            self._file.seek(self._end)
         self._file.write(data)
+        self._at_end = True
         key = (outcome.suite, outcome.case_id, outcome.trial)
         if self._order is not None:
             if self._keys and key < self._keys[self._order[-1]]:
@@ -98,6 +101,7 @@ class OutcomeSpool(Sequence[TrialOutcome]):
         # position since this one last read. Unpickling is safe here: only this process
         # wrote the (unnamed) file.
         self._file.seek(offset)
+        self._at_end = False
         outcome: TrialOutcome = pickle.loads(self._file.read(length))
         return outcome
 
@@ -109,6 +113,7 @@ class OutcomeSpool(Sequence[TrialOutcome]):
         del self._where[:]
         self._order = []
         self._end = 0
+        self._at_end = True
 
     def __del__(self) -> None:
         file = getattr(self, "_file", None)
