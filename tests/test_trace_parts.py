@@ -24,7 +24,7 @@ from agentbench.runtime.events import (
 )
 from agentbench.runtime.models import ChatResponse, ToolCall, Usage
 from agentbench.runtime.tools import ToolResult
-from agentbench.trace import TraceRecorder, TraceStore, recorder
+from agentbench.trace import TraceRecorder, TraceStore, ingest, recorder
 from agentbench.trace.redact import Redactor
 from agentbench.trace.schema import RunRows
 from agentbench.trace.spool import Journal, spool_dir
@@ -77,13 +77,16 @@ def stored(store: TraceStore, run_id: str) -> dict[str, Any]:
     return {**trace, "requests": store.requests(run_id)}
 
 
+@pytest.mark.parametrize("gathered_bytes", [ingest.PART_BYTES, 1], ids=["gathered", "each"])
 def test_a_long_run_stored_in_parts_reads_back_as_one_stored_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gathered_bytes: int
 ) -> None:
     events = run_events("run_long")
     whole = TraceStore(tmp_path / "whole.duckdb")
     record(whole, events)
     monkeypatch.setattr(recorder, "SPILL_ROWS", 8)
+    # Parts are inserted together up to PART_BYTES: all at once here, or one INSERT each.
+    monkeypatch.setattr(ingest, "PART_BYTES", gathered_bytes)
     parts = TraceStore(tmp_path / "parts.duckdb")
     spilled: list[RunRows] = []
     monkeypatch.setattr(parts, "run_part", lambda rows: (spilled.append(rows),

@@ -6,7 +6,9 @@ Eval results travel in the same batches (as durable as the runs they scored). A 
 already stored (ingested before a crash, recovered twice, imported again) is skipped by id:
 `runs.run_id` is the primary key, and a conflict switches to a slower path that filters the
 batch first, so the common case pays nothing for it. A long run's parts (rows it left in its
-journal while it ran) are read back and inserted one part at a time in the same transaction.
+journal while it ran) are read back one at a time and inserted in the same transaction,
+gathered as Arrow tables up to `PART_BYTES` between INSERTs: a part is ~512 rows, and an INSERT
+a part per table cost more than the rows (bounded, so a long run is never all in memory).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from agentbench.trace.schema import CHILD_TABLES, TABLES, RunRows, RunStatus
 _view_names = itertools.count()
 # `runs` first: a duplicate run id fails before the large tables are written.
 _RUNS = ("runs",)
+# Bytes of parts' rows (as Arrow) gathered before they are inserted.
+PART_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -48,8 +52,7 @@ def insert_rows(conn: duckdb.DuckDBPyConnection, rows: RunRows) -> Inserted:
             tables = _without(tables, skipped)
             _insert(conn, tables, _RUNS)
         # A long run's parts before its last rows: the rows go in in the order they were made.
-        _insert_parts(conn, rows, skipped)
-        _insert(conn, tables, CHILD_TABLES)
+        _insert_parts(conn, rows, skipped, tables)
         if rows.results:
             _insert_results(conn, rows.results_arrow())
         conn.execute("COMMIT")
@@ -61,16 +64,39 @@ def insert_rows(conn: duckdb.DuckDBPyConnection, rows: RunRows) -> Inserted:
 
 
 def _insert_parts(
-    conn: duckdb.DuckDBPyConnection, rows: RunRows, skipped: pa.Array | None
+    conn: duckdb.DuckDBPyConnection,
+    rows: RunRows,
+    skipped: pa.Array | None,
+    last: dict[str, pa.Table],
 ) -> None:
-    """The rows long runs left in their journal, one part at a time (so a long run is never
-    all in memory at once), in the same transaction; none of a run already stored."""
+    """The rows long runs left in their journal, then `last` (the batch's own child rows), in
+    the same transaction; none of a run already stored. Parts are read one at a time and
+    gathered up to `PART_BYTES` between INSERTs."""
+    gathered: dict[str, list[pa.Table]] = {name: [] for name in CHILD_TABLES}
+    size = 0
     for load in rows.parts:
         part = load()
         tables = {name: part.arrow(name) for name in CHILD_TABLES}
         if skipped is not None:
             tables = _without(tables, skipped)
-        _insert(conn, tables, CHILD_TABLES)
+        for name, table in tables.items():
+            gathered[name].append(table)
+            size += table.nbytes
+        if size >= PART_BYTES:
+            _insert(conn, _joined(gathered), CHILD_TABLES)
+            gathered = {name: [] for name in CHILD_TABLES}
+            size = 0
+    for name in CHILD_TABLES:
+        gathered[name].append(last[name])
+    _insert(conn, _joined(gathered), CHILD_TABLES)
+
+
+def _joined(gathered: dict[str, list[pa.Table]]) -> dict[str, pa.Table]:
+    """Each table's pieces as one table (its pieces' chunks, not copied)."""
+    return {
+        name: tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        for name, tables in gathered.items()
+    }
 
 
 def _insert(
