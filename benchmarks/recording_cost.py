@@ -7,7 +7,11 @@ case looks) is run RUNS times against a `ScriptedModel`, one `Runner.run` per ru
 harness runs cases: once with no store, once with `store=TraceStore(...).with_labels(...)`,
 the clock stopping only after `store.flush()` has committed every row to DuckDB. The two are
 interleaved REPEAT times in one process (a fresh store file each time) and the medians
-compared: printed are milliseconds per run for each and the ratio recorded / unrecorded.
+compared: printed are milliseconds per run for each and the ratio recorded / unrecorded, then
+the ratios' spread over the repeats (a loaded machine moves them by tens of percent: compare
+medians of several invocations) and where the recorded run's extra CPU went: the main thread
+(the recorder, the journal, the flush) and the other threads (the ingest thread's DuckDB
+work; sync tools run on worker threads in both).
 
 Only APIs that exist before and after the performance work are used, so the same script
 measures both (`PYTHONPATH=/tmp/before python benchmarks/recording_cost.py`). No timings are
@@ -68,10 +72,10 @@ def script(calls: int, run: int) -> list[Any]:
     return answers
 
 
-async def run_all(runs: int, calls: int, store: TraceStore | None) -> tuple[float, float]:
+async def run_all(runs: int, calls: int, store: TraceStore | None) -> tuple[float, float, float]:
     """Wall and CPU seconds (all threads: the ingest thread's work counts) to run every case
-    and, with a store, to commit every row."""
-    started, cpu = time.perf_counter(), time.process_time()
+    and, with a store, to commit every row; and the main thread's CPU seconds of those."""
+    started, cpu, main_cpu = time.perf_counter(), time.process_time(), time.thread_time()
     for run in range(runs):
         model = ScriptedModel(script(calls, run), name="bench-model")
         labelled = (
@@ -86,12 +90,16 @@ async def run_all(runs: int, calls: int, store: TraceStore | None) -> tuple[floa
             raise RuntimeError(f"run {run} did not complete: {result.error}")
     if store is not None:
         store.flush()
-    return time.perf_counter() - started, time.process_time() - cpu
+    return (
+        time.perf_counter() - started,
+        time.process_time() - cpu,
+        time.thread_time() - main_cpu,
+    )
 
 
 async def main(runs: int, calls: int, repeat: int) -> None:
-    plain: list[tuple[float, float]] = []
-    recorded: list[tuple[float, float]] = []
+    plain: list[tuple[float, float, float]] = []
+    recorded: list[tuple[float, float, float]] = []
     with tempfile.TemporaryDirectory(prefix="agentbench-bench-") as tmp:
         await run_all(5, calls, None)  # warm imports and caches for both sides
         for attempt in range(repeat):
@@ -117,6 +125,14 @@ async def main(runs: int, calls: int, repeat: int) -> None:
     print(
         f"  ratio recorded / unrecorded {wall[1] / wall[0]:7.2f}x {cpu[1] / cpu[0]:8.2f}x"
         "   (target <= 1.5x)"
+    )
+    spread = [r[0] / p[0] for p, r in zip(plain, recorded, strict=True)]
+    print(f"  wall ratio over the {repeat} repeats: {min(spread):.2f}x to {max(spread):.2f}x")
+    main = [statistics.median(t[2] for t in side) / runs * 1000 for side in (plain, recorded)]
+    other = [cpu[0] - main[0], cpu[1] - main[1]]
+    print(
+        f"  recorded run's extra CPU: main thread {main[1] - main[0]:+.2f},"
+        f" other threads {other[1] - other[0]:+.2f} ms/run"
     )
 
 
