@@ -19,6 +19,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -431,3 +432,57 @@ def test_only_the_new_lines_of_a_sliding_state_are_read() -> None:
     stored = encode(rerendered([old, new]))
     assert "abcdefgh1234" not in stored[-1][0]
     assert "[REDACTED]" in stored[-1][0]
+
+
+# -- a long append-only run lets go of its older messages' bytes -------------------------------
+
+
+def appended_then(change: str, steps: int = 120) -> list[dict[str, Any]]:
+    """A run that only appends for `steps` steps (secrets in some messages, a message that is
+    not plain JSON, the same message object sent twice), then makes one `change` the chain can
+    only follow with every message's bytes: then appends again."""
+    system = {"role": "system", "content": "You plan trips."}
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": "Plan a trip."}]
+    when = datetime(2026, 5, 1, tzinfo=UTC)
+    repeated = {"role": "user", "content": "and the weather?", "at": when}
+    params: dict[str, Any] = {"model": "m", "temperature": 0.2}
+    requests = []
+    for step in range(1, steps + 25):
+        if step == steps:
+            if change == "system":  # re-rendered: another object, other text
+                system = {"role": "system", "content": "You plan trips. State: booked."}
+            elif change == "compaction":  # memory replaced the conversation
+                summary = {"role": "user", "content": f"[summary] up to {step}"}
+                conversation = [conversation[0], summary, *conversation[-6:]]
+            elif change == "parameter":  # before "messages": the hash starts again
+                params["max_tokens"] = 200
+        requests.append({**params, "messages": MessageView(system, conversation)})
+        secret = f" Bearer abcdefghijklmnop{step}" if step % 7 == 0 else ""
+        conversation.append({"role": "assistant", "content": f"thinking {step}{secret}"})
+        conversation.append({"role": "tool", "tool_call_id": f"c{step}", "content": f"r {step}"})
+        if step % 40 == 0:  # many at once, one of them sent before
+            conversation += [{"role": "user", "content": f"more {step}-{i}"} for i in range(9)]
+            conversation.append(repeated)
+    return requests
+
+
+@pytest.mark.parametrize("change", ["system", "compaction", "parameter", "none"])
+def test_a_chain_lets_go_of_old_bytes_and_encodes_them_again_when_needed(change: str) -> None:
+    requests = appended_then(change)
+    chain: RequestChain | None = None
+    rebuilt: dict[str, Any] | None = None
+    redact = redactor()
+    let_go = 0
+    for request in requests:
+        expected = redact.value({**request, "messages": list(request["messages"])})
+        encoded, chain = encode_request(chain, request, redact)
+        rebuilt = apply_diff(rebuilt, encoded.diff)
+        assert rebuilt == expected
+        assert encoded.hash == hashlib.sha256(canonical(expected)).hexdigest()
+        let_go = max(let_go, sum(part is None for part in chain.parts))
+    assert chain is not None
+    assert let_go > 150  # the append-only stretch held only the last messages' bytes
+    # After a change that needed them, every message's bytes are kept; otherwise not.
+    assert (None in chain.parts) == (change == "none")
+    # The same diffs and hashes as from deep copies, where nothing is shared or trusted.
+    assert encode(requests) == encode([copy.deepcopy(r) for r in requests])

@@ -15,12 +15,21 @@ message changed in place between steps is still seen as changed (the runtime's
 `MessageView`, whose sent messages never change, needs no such check). A step's work is
 thus its new messages — encoded, redacted, hashed onto the previous hash state — plus
 cheap passes in C over the rest, not the whole conversation again.
+
+Such a step (a view extending the last one, its system message the same) never reads the
+bytes of the older messages again, so the chain lets go of them, keeping the last
+`_KEPT_BYTES` messages' (a long run would otherwise hold a copy of its whole conversation as
+JSON). The first step that does need them — a changed system message, memory having replaced
+the conversation, a parameter that breaks the hash's continuation — encodes them again from
+the messages, which the chain holds anyway, and the chain keeps every message's bytes from
+then on.
 """
 
 from __future__ import annotations
 
 import bisect
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import is_not, ne
@@ -43,6 +52,8 @@ _MAX_CARRIED_CHANGES = 16
 _MOVED_PROBE_CHARS = 24
 _MOVED_TRIES = 4
 _KEY_PREFIX_ENTRIES = 256
+# The most recent messages whose bytes a chain keeps while its steps only append (see above).
+_KEPT_BYTES = 64
 _KEY_PREFIXES: dict[str, bytes] = {}  # see `_key_prefix`
 
 
@@ -76,6 +87,26 @@ class RequestChain:
     # more than once (a list for each message would cost ~70 bytes a message, for the rare
     # duplicate).
     _positions: dict[bytes, int | list[int]] | None = None
+    # `parts` and `stored_parts` are None at places 1 to `dropped` - 1: bytes let go of (see
+    # the module's notes). `keeps_bytes`: this run's chain has needed them; it keeps them now.
+    dropped: int = 0
+    keeps_bytes: bool = False
+
+    def drop_bytes(self) -> None:
+        """Let go of the bytes of all but the first and the last `_KEPT_BYTES` messages."""
+        end = len(self.parts) - _KEPT_BYTES
+        if self.keeps_bytes or end <= self.dropped:
+            return
+        self._positions = None  # it holds the bytes too; rebuilt when next asked
+        for index in range(max(1, self.dropped), end):
+            self.parts[index] = self.stored_parts[index] = None  # type: ignore[call-overload]
+        self.dropped = end
+
+    def restore_bytes(self) -> None:
+        """Encode again the bytes `drop_bytes` let go of, and keep every message's from now."""
+        _restore(self.parts, self.stored_parts, self.raw, self.messages, self.snapshots)
+        self.dropped = 0
+        self.keeps_bytes = True
 
     def position(self, part: bytes, at_or_after: int) -> int | None:
         """Where `part` occurs among the previous messages, preferring at/after a position."""
@@ -105,6 +136,23 @@ class RequestChain:
         for index in range(len(self.parts), len(parts)):
             _index(old, parts[index], index)
         return old
+
+
+def _restore(
+    parts: list[bytes],
+    stored: list[bytes],
+    raw: list[Any],
+    messages: list[Any],
+    snapshots: list[Any],
+) -> None:
+    """Fill the places a chain let go of (None): a message's bytes are those of the raw
+    message (unchanged: a view's sent messages never change), its stored bytes its own when
+    nothing was redacted in it (its stored message is its copy), else the redacted message's."""
+    for index, part in enumerate(parts):
+        if part is None:
+            parts[index] = kept(raw[index])
+            redacted = messages[index]
+            stored[index] = parts[index] if redacted is snapshots[index] else kept(redacted)
 
 
 def _index(positions: dict[bytes, int | list[int]], part: bytes, index: int) -> None:
@@ -194,7 +242,7 @@ def encode_request(
     if order != previous.order:
         diff["order"] = order
     digest, head, hasher = _assembled_hash(
-        order, builder.stored_parts, stored_param_parts, previous, builder.ops
+        order, builder.stored_parts, stored_param_parts, previous, builder.ops, builder.restore
     )
     encoded = EncodedRequest(
         diff=diff,
@@ -217,7 +265,11 @@ def encode_request(
         hasher,
         view,
         previous._positions_for(builder.parts, builder.changed),
+        builder.dropped,
+        previous.keeps_bytes or builder.restored,
     )
+    if builder.appends_only:
+        chain.drop_bytes()
     return encoded, chain
 
 
@@ -255,6 +307,7 @@ def _assembled_hash(
     params: dict[str, bytes],
     previous: RequestChain,
     ops: list[list[Any]],
+    restore: Callable[[], None] = lambda: None,
 ) -> tuple[str, bytes | None, Any]:
     """`request_hash` of the stored request, from its parts' canonical bytes; also the
     opening before its messages and the hash state after them, for the next request.
@@ -280,6 +333,7 @@ def _assembled_hash(
     if continued:
         hasher = previous.hasher.copy()
     else:
+        restore()  # every message is hashed: the bytes let go of are needed again
         hasher = hashlib.sha256(head)
         done = 0
     if done < len(messages):
@@ -318,6 +372,19 @@ class _MessagesDiff:
         self.trusted = (
             view is not None and previous.view is not None and view.extends(previous.view)
         )
+        # Only appended to, the system message the same object, unchanged: such a step never
+        # reads the previous messages' bytes, some of which the chain let go of. Any other
+        # step has them encoded again first.
+        self.appends_only = self.trusted and (
+            not raw
+            or not previous.raw
+            or (raw[0] is previous.raw[0] and raw[0] == previous.snapshots[0])
+        )
+        self.restored = False
+        self.dropped = previous.dropped if self.appends_only else 0
+        if not self.appends_only and previous.dropped:
+            previous.restore_bytes()
+            self.restored = True
         self.raw = raw
         self.redactor = redactor
         self.snapshots: list[Any] = []
@@ -330,6 +397,13 @@ class _MessagesDiff:
         self.ops: list[list[Any]] = []
         self.added = 0
         self.reused = 0  # previous messages kept or edited
+
+    def restore(self) -> None:
+        """Encode again the bytes the chain let go of (its hash cannot be continued)."""
+        if self.dropped:
+            _restore(self.parts, self.stored_parts, self.raw, self.messages, self.snapshots)
+            self.dropped = 0
+            self.restored = True
 
     def _parts(self, raw: list[Any]) -> list[bytes]:
         """Canonical bytes of every message; unchanged ones come from the previous step.
@@ -377,7 +451,12 @@ class _MessagesDiff:
         if moved is not None:
             at = moved.get(id(message))
             previous = self.previous
-            if at is not None and previous.raw[at] is message and previous.snapshots[at] == message:
+            if (
+                at is not None
+                and previous.raw[at] is message
+                and previous.parts[at] is not None  # not let go of
+                and previous.snapshots[at] == message
+            ):
                 return previous.parts[at], previous.snapshots[at]
         return kept(message), _snapshot(message)
 
