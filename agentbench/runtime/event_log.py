@@ -14,8 +14,8 @@ not show on the next (the events a run yields to its hooks are the objects built
 holds what they were when appended). An event that cannot be packed is kept as it is.
 
 A long run's older events are frozen (`runtime/frozen_events.py`): once `KEPT_LIVE` newer
-events follow a chunk of `FROZEN_CHUNK`, the chunk's packed tuples become one pickle, ~60
-bytes an event and nothing for the garbage collector to walk. A run of fewer than
+events follow a chunk of `FROZEN_CHUNK`, the chunk's packed tuples become one compressed
+pickle, ~20 bytes an event and nothing for the garbage collector to walk. A run of fewer than
 `KEPT_LIVE + FROZEN_CHUNK` events (a golden case's dozens) never freezes one. A frozen
 event reads back equal, its values new objects rather than the run's own.
 """
