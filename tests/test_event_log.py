@@ -21,10 +21,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from event_strategies import runs
 from hypothesis import HealthCheck, given, settings
 
 from agentbench import Agent, Context, Limits, RunContext, Runner, ScriptedModel, ToolCall, tool
+from agentbench.runtime import event_log
 from agentbench.runtime.event_log import EventLog
 from agentbench.runtime.events import (
     ContextChanged,
@@ -95,6 +97,21 @@ def test_any_event_appended_reads_back_the_same(events: list[Any]) -> None:
         log.append(event)
     for read, made in zip(log, events, strict=True):
         _same(read, made)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=runs("run_prop", max_events=12))
+def test_any_event_frozen_reads_back_the_same(events: list[Any]) -> None:
+    with pytest.MonkeyPatch.context() as patch:  # freeze in chunks of 2, behind the last 2
+        patch.setattr(event_log, "FROZEN_CHUNK", 2)
+        patch.setattr(event_log, "KEPT_LIVE", 2)
+        log = EventLog("run_prop", events[0].agent)
+        for event in events:
+            log.append(event)
+        for read, made in zip(log, events, strict=True):
+            _same(read, made)
+        for read, made in zip(reversed(log), reversed(events), strict=True):
+            _same(read, made)
 
 
 def test_what_cannot_be_packed_is_kept_whole() -> None:

@@ -26,6 +26,7 @@ import copy
 from array import array
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any, SupportsIndex, TypeVar, overload
 
 from agentbench.runtime.frozen_events import Conversations, freeze, thaw
@@ -37,7 +38,6 @@ _PACKERS: dict[type, Any] = {}  # by event class, its `packed.packer`
 # this many newer ones follow them: the run's hooks and guards read the recent events.
 FROZEN_CHUNK = 256
 KEPT_LIVE = 256
-_FROZEN_PLACES = (None,) * FROZEN_CHUNK  # what a frozen chunk leaves in the entries
 
 
 class EventLog(Sequence[Any]):
@@ -100,7 +100,7 @@ class EventLog(Sequence[Any]):
         frozen = freeze(self._entries[start:end], self._conversations)
         self._chunks.append(frozen)
         if frozen is not None:
-            self._entries[start:end] = _FROZEN_PLACES
+            self._entries[start:end] = repeat(None, FROZEN_CHUNK)  # places, holding nothing
         self._settled = end
 
     def _entry(self, position: int) -> Any:
