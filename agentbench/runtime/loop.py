@@ -9,7 +9,7 @@ helper it calls. A run's failure never raises out of `drive`: it becomes the sto
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from operator import is_
 from typing import Any
 
@@ -39,7 +39,7 @@ from agentbench.runtime.orchestration import (
 )
 from agentbench.runtime.run_state import RunState, new_run_id
 from agentbench.runtime.tokens import estimate_tokens
-from agentbench.runtime.tool_calls import run_tool_calls
+from agentbench.runtime.tool_calls import Execution, run_tool_calls
 
 
 async def drive(run: RunState) -> AsyncIterator[Any]:
@@ -60,9 +60,11 @@ async def drive(run: RunState) -> AsyncIterator[Any]:
                 break
             run.iteration += 1
             run.context.step = run.iteration
-            request: dict[str, Any] = {}
-            for event in await _prepare_request(run, request):
+            system = _instructions(run)
+            # Memory may compact the conversation first; its events all come after its work.
+            for event in () if run.memory is None else await _compact(run, system):
                 yield event
+            request = _request(run)
             yield run.event(ModelRequest, step=run.iteration, request=request)
             if request.get("stream"):
                 answer: list[ChatResponse] = []
@@ -70,18 +72,22 @@ async def drive(run: RunState) -> AsyncIterator[Any]:
                     yield event
                 response = answer[0]
             else:
-                response, deltas = await _ask_model(run, request)
-                for event in deltas:
+                # Awaited here, no coroutine of its own: the TextDelta events of any text it
+                # reported follow it (no task, queue or generator needed on this fast path).
+                texts: list[str] = []
+                response = await run.within_deadline(
+                    run.model.complete(request, on_text_delta=texts.append)
+                )
+                for event in _text_events(run, texts) if texts else ():
                     yield event
             _account(run, request, response)
             run.messages.append(response.as_message())
             yield run.event(ModelResponse, step=run.iteration, response=response)
-            if response.tool_calls:
-                turn = run_tool_calls(run, response.tool_calls, run.iteration)
-            else:
-                turn = _as_async(_finish_or_correct(run, response))
-            async for event in turn:
-                yield event
+            for item in _turn(run, response):
+                if type(item) is Execution:  # the turn's tools, to run under the deadline
+                    item.result = await run.within_deadline(item.awaitable)
+                else:
+                    yield item
         for event in _pass_on(run):
             yield event
     except RunTimeoutError as exc:
@@ -98,9 +104,12 @@ async def drive(run: RunState) -> AsyncIterator[Any]:
     run.close_open_calls()
 
 
-async def _as_async(events: list[Any]) -> AsyncIterator[Any]:
-    for event in events:
-        yield event
+def _turn(run: RunState, response: ChatResponse) -> Iterable[Any]:
+    """What follows the model's answer: its tool calls run (events, and an `Execution` for
+    the loop to await), or the final answer taken."""
+    if response.tool_calls:
+        return run_tool_calls(run, response.tool_calls, run.iteration)
+    return _finish_or_correct(run, response)
 
 
 def _follow_up_shortcut(run: RunState) -> None:
@@ -136,46 +145,49 @@ def _check_brakes(run: RunState) -> GuardTriggered | None:
     )
 
 
-async def _prepare_request(run: RunState, request: dict[str, Any]) -> list[Any]:
-    """Fill `request` for this iteration; return memory's events (decisions, summarizer calls).
+def _instructions(run: RunState) -> str:
+    """The system message's text for this iteration, rendered again only when what the
+    template reads changed: most steps of a long run repeat the same instructions, and
+    rendering costs more than the rest of a replayed step. (`state_version` moves only when
+    the instructions show the state lines.)"""
+    key = (run.context.version, run.state_version)
+    if run.system_message is not None and run.system_key == key:
+        return run.system_message["content"]  # type: ignore[no-any-return]
+    agent = run.agent
+    schema = agent.output_schema()
+    system = agent.template.render(
+        run.context.variables,
+        state=run.state_lines,
+        state_summary=agent.state_summary,
+        output_schema=orjson.dumps(schema).decode() if schema is not None else None,
+        pinned=run.context.pinned_facts,
+        handoff=run.handoff_note,
+    )
+    # The same text keeps the same message object, so what hashes a request by object
+    # (the replay fingerprint, the trace's request diff) finds it already known.
+    if run.system_message is None or run.system_message["content"] != system:
+        run.system_message = {"role": "system", "content": system}
+    run.system_key = key
+    return system
 
-    A coroutine, not an async generator: memory's events all come after its work anyway.
-    """
+
+def _request(run: RunState) -> dict[str, Any]:
+    """This iteration's request body: the conversation as a view, not a copy."""
     agent = run.agent
     settings = agent.model_settings
-    schema = agent.output_schema()
-    # Re-render only when what the template reads changed: most steps of a long run repeat
-    # the same instructions, and rendering costs more than the rest of a replayed step.
-    # (`state_version` moves only when the instructions show the state lines.)
-    key = (run.context.version, run.state_version)
-    if run.system_message is None or run.system_key != key:
-        system = agent.template.render(
-            run.context.variables,
-            state=run.state_lines,
-            state_summary=agent.state_summary,
-            output_schema=orjson.dumps(schema).decode() if schema is not None else None,
-            pinned=run.context.pinned_facts,
-            handoff=run.handoff_note,
-        )
-        # The same text keeps the same message object, so what hashes a request by object
-        # (the replay fingerprint, the trace's request diff) finds it already known.
-        if run.system_message is None or run.system_message["content"] != system:
-            run.system_message = {"role": "system", "content": system}
-        run.system_key = key
-    else:
-        system = run.system_message["content"]
-    events = [] if run.memory is None else await _compact(run, estimate_tokens(system))
-    request["model"] = settings.model or run.model.name
-    request["messages"] = MessageView(run.system_message, run.messages)
+    request: dict[str, Any] = {
+        "model": settings.model or run.model.name,
+        "messages": MessageView(run.system_message, run.messages),
+    }
     if run.tool_schemas:
         request["tools"] = run.tool_schemas
     request.update(_request_params(run, settings))
-    if schema is not None and settings.output_mode == "json_schema":
+    if settings.output_mode == "json_schema" and (schema := agent.output_schema()) is not None:
         request["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": agent.final_type.__name__, "schema": schema},  # type: ignore[union-attr]
         }
-    return events
+    return request
 
 
 def _request_params(run: RunState, settings: ModelSettings) -> dict[str, Any]:
@@ -201,9 +213,11 @@ def _request_params(run: RunState, settings: ModelSettings) -> dict[str, Any]:
     return params
 
 
-async def _compact(run: RunState, system_tokens: int) -> list[Any]:
-    """Let the memory policy compact the conversation; its model calls are ordinary events."""
+async def _compact(run: RunState, system: str) -> list[Any]:
+    """Let the memory policy compact the conversation (beside the `system` message's text);
+    its model calls are ordinary events."""
     assert run.memory is not None
+    system_tokens = estimate_tokens(system)
     pending: list[Any] = []
     summarizer_model = getattr(run.memory.policy.summarizer, "model", None) or run.model
 
@@ -240,15 +254,9 @@ def _account(run: RunState, request: dict[str, Any], response: ChatResponse) -> 
         run.memory.observe_usage(len(request["messages"]) - 1, response.usage.input_tokens)
 
 
-async def _ask_model(
-    run: RunState, request: dict[str, Any]
-) -> tuple[ChatResponse, list[TextDelta]]:
-    """Call the model under the deadline: its response, and the TextDelta events of any text
-    it reported, to follow it (no task, queue or generator needed on this fast path)."""
-    step = run.iteration
-    deltas: list[str] = []
-    response = await run.within_deadline(run.model.complete(request, on_text_delta=deltas.append))
-    return response, [run.event(TextDelta, step=step, text=text) for text in deltas]
+def _text_events(run: RunState, texts: list[str]) -> list[TextDelta]:
+    """The TextDelta events of the text a model reported, all made once it has answered."""
+    return [run.event(TextDelta, step=run.iteration, text=text) for text in texts]
 
 
 async def _stream_model(

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from agentbench.errors import RunTimeoutError
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context, RunContext
-from agentbench.runtime.eager import first_step, resume
+from agentbench.runtime.eager import resume
 from agentbench.runtime.event_log import EventLog
 from agentbench.runtime.events import (
     ContextChanged,
@@ -174,6 +174,9 @@ class RunState:
         self.stop: Stop | None = None
         self.hook_errors: list[str] = []
         self.events = EventLog(self.run_id, agent.name)
+        # The session variables this run removed, in the order of its ContextChanged events:
+        # what the conversation merges back, without reading every event again.
+        self.session_removals: list[str] = []
         self._seq = 0
         self.started = time.perf_counter()
         limit = agent.limits.timeout_s
@@ -216,7 +219,7 @@ class RunState:
         """ContextChanged events for every variable written since the last call."""
         if not self.context.changes:  # most steps write none: nothing to drain
             return []
-        return [
+        events = [
             self.event(
                 ContextChanged,
                 step=self.iteration,
@@ -228,6 +231,10 @@ class RunState:
             )
             for change in self.context.drain_changes()
         ]
+        self.session_removals += [
+            e.key for e in events if e.op == "remove" and e.scope == "session"
+        ]
+        return events
 
     def finish(
         self, reason: StopReason, output: Any = None, error: ErrorInfo | None = None
@@ -260,13 +267,13 @@ class RunState:
                 awaitable.close()
             raise RunTimeoutError(self._timeout_message())
         if type(awaitable) is CoroutineType:
-            try:
-                finished, step = first_step(awaitable)
+            try:  # `eager.first_step`, written out: twice a step
+                yielded = awaitable.send(None)
+            except StopIteration as finished:
+                return finished.value
             except TimeoutError:
                 raise RunTimeoutError(self._timeout_message()) from None
-            if finished:
-                return step
-            awaitable = resume(awaitable, step)
+            awaitable = resume(awaitable, yielded)
         return await self._guarded(awaitable)
 
     async def _guarded(self, awaitable: Any) -> Any:

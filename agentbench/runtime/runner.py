@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from agentbench.errors import UsageError
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context, visible_to
-from agentbench.runtime.events import ContextChanged, Hook, StopReason, notify
+from agentbench.runtime.events import Hook, StopReason, notify
 from agentbench.runtime.loop import drive
 from agentbench.runtime.models import ChatModel
 from agentbench.runtime.orchestration import child_input, handoff_note
@@ -273,21 +273,37 @@ class _Conversation:
         )
 
     async def events(self) -> AsyncIterator[Any]:
+        """Every run's events, delivered to the hooks first; RunFinished always comes last.
+
+        One generator for the whole conversation, not one more per run around `drive`:
+        every event of every step passes through each generator it is yielded by.
+        """
+        hooks = self.hooks
         run: RunState | None = self.current
         while run is not None:
             self.current = run
             self.runs.append(run)
-            async with contextlib.aclosing(_run_events(run, self.hooks)) as events:
-                async for event in events:
+            try:
+                async for event in drive(run):
+                    if hooks:  # most runs have none: no coroutine to make and await per event
+                        await notify(hooks, event, run.hook_errors)
                     yield event
+            except (asyncio.CancelledError, GeneratorExit):
+                # The consumer went away or the task was cancelled: hooks still see the end.
+                run.finish(StopReason.CANCELLED)
+                run.close_open_calls()
+                await notify(hooks, run.finished_event(), run.hook_errors)
+                raise
+            final = run.finished_event()
+            await notify(hooks, final, run.hook_errors)
+            yield final
             self._merge_session(run)
             run = self._next_run(run)
 
     def _merge_session(self, run: RunState) -> None:
         self.session.update(run.context.scope("session"))
-        for event in run.events.of_kind(ContextChanged):  # not every event made again
-            if event.op == "remove" and event.scope == "session":
-                self.session.pop(event.key, None)
+        for key in run.session_removals:
+            self.session.pop(key, None)
         # A router remembers who answered last, so a short follow-up goes straight back there
         # even when its specialist handed the conversation on.
         routes = getattr(self.root, "routes", None)
@@ -344,21 +360,3 @@ class _Conversation:
             pinned=final.context.pinned,
         )
         return final
-
-
-async def _run_events(run: RunState, hooks: Sequence[Hook]) -> AsyncIterator[Any]:
-    """One run's events, delivered to the hooks first; RunFinished always comes last."""
-    try:
-        async for event in drive(run):
-            if hooks:  # most runs have none: no coroutine to make and await per event
-                await notify(hooks, event, run.hook_errors)
-            yield event
-    except (asyncio.CancelledError, GeneratorExit):
-        # The consumer went away or the task was cancelled: hooks still see the end.
-        run.finish(StopReason.CANCELLED)
-        run.close_open_calls()
-        await notify(hooks, run.finished_event(), run.hook_errors)
-        raise
-    final = run.finished_event()
-    await notify(hooks, final, run.hook_errors)
-    yield final

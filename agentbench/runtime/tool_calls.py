@@ -9,7 +9,7 @@ when every call in the turn is `read_only`; anything that writes runs in the mod
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,8 +99,22 @@ def tool_message(call_id: str, content: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
-async def run_tool_calls(run: RunState, calls: list[ToolCall], step: int) -> AsyncIterator[Any]:
-    """Yield the events of one turn's tool calls and append their messages to the run."""
+@dataclass(slots=True)
+class Execution:
+    """What a turn needs awaited under the run's deadline (its tools running): the loop
+    awaits it and puts the outcome in `result` before taking the turn's next item."""
+
+    awaitable: Awaitable[Any]
+    result: Any = None
+
+
+def run_tool_calls(run: RunState, calls: list[ToolCall], step: int) -> Iterator[Any]:
+    """The events of one turn's tool calls, and an `Execution` wherever its tools run;
+    each call's message is appended to the run.
+
+    A plain generator, the awaiting left to the loop: an async generator would cost the
+    event loop's bookkeeping of one more generator every step.
+    """
     planned = [plan_call(run, call) for call in calls]
     limits = run.agent.limits
     looping = next(
@@ -135,8 +149,9 @@ async def run_tool_calls(run: RunState, calls: list[ToolCall], step: int) -> Asy
     if len(ready) > 1 and all(p.tool.effect is Effect.READ_ONLY for p in ready):  # type: ignore[union-attr]
         for p in ready:
             yield _started(run, p, step)
-        outcomes = await run.within_deadline(asyncio.gather(*(_execute(run, p) for p in ready)))
-        results = {p.call.id: r for p, r in zip(ready, outcomes, strict=True)}
+        execution = Execution(asyncio.gather(*(_execute(run, p) for p in ready)))
+        yield execution
+        results = {p.call.id: r for p, r in zip(ready, execution.result, strict=True)}
         for p in ready:
             yield _finished(run, p, results[p.call.id], step)
         for event in run.context_events():
@@ -144,8 +159,10 @@ async def run_tool_calls(run: RunState, calls: list[ToolCall], step: int) -> Asy
     else:
         for p in ready:
             yield _started(run, p, step)
-            results[p.call.id] = await run.within_deadline(_execute(run, p))
-            yield _finished(run, p, results[p.call.id], step)
+            execution = Execution(_execute(run, p))
+            yield execution
+            results[p.call.id] = execution.result
+            yield _finished(run, p, execution.result, step)
             for event in run.context_events():
                 yield event
 
@@ -185,13 +202,21 @@ def _answer(
     return warned
 
 
-async def _execute(run: RunState, p: PlannedCall) -> ToolResult:
-    """Run the tool, unless the run's interceptor (a replay policy) decides the result."""
+def _execute(run: RunState, p: PlannedCall) -> Coroutine[Any, Any, ToolResult]:
+    """Run the tool, unless the run's interceptor (a replay policy) decides the result.
+    Without an interceptor, the tool's own coroutine: no coroutine around it."""
     assert p.tool is not None and p.kwargs is not None
-    if run.tool_interceptor is not None:
-        decided = await run.tool_interceptor(p.tool, p.arguments, run.context)
-        if decided is not None:
-            return decided
+    if run.tool_interceptor is None:
+        return p.tool.run(p.kwargs, run.context)
+    return _intercepted(run, p)
+
+
+async def _intercepted(run: RunState, p: PlannedCall) -> ToolResult:
+    """The interceptor's result for the call, or, if it decides none, the tool's own."""
+    assert run.tool_interceptor is not None and p.tool is not None and p.kwargs is not None
+    decided = await run.tool_interceptor(p.tool, p.arguments, run.context)
+    if decided is not None:
+        return decided
     return await p.tool.run(p.kwargs, run.context)
 
 

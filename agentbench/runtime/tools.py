@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentbench.errors import ToolDefinitionError
 from agentbench.runtime.context import RunContext
-from agentbench.runtime.eager import first_step, resume
+from agentbench.runtime.eager import resume
 from agentbench.runtime.records import built
 from agentbench.runtime.threads import NO_CONTEXT as _NO_CONTEXT
 from agentbench.runtime.threads import run_in_thread
@@ -231,7 +231,13 @@ class Tool:
         if self.context_param is not None:
             kwargs[self.context_param] = context
         try:
-            value = await self._call_with_timeout(kwargs)
+            # An async tool is awaited here, not in a coroutine of its own: one fewer a call.
+            if self.is_async:
+                value = await _within(self.fn(**kwargs), self.timeout_s)
+            elif self.blocking:
+                value = await run_in_thread(self._sync_call(kwargs), self.timeout_s)
+            else:
+                value = self._call_cooperatively(kwargs)
         except BusinessFailure as exc:
             result = ToolResult.business_failure(exc.message, exc.data, stop=exc.stop)
         except _RaisedByTool as wrapped:
@@ -249,11 +255,12 @@ class Tool:
             result = value
         return _finish(result, started, self.max_result_chars)
 
-    async def _call_with_timeout(self, kwargs: dict[str, Any]) -> Any:
-        # A TimeoutError the tool raises itself (an HTTP client's, say) is its own failure,
-        # not our timeout: wrap it so the two are never confused.
-        if self.is_async:
-            return await _within(self.fn(**kwargs), self.timeout_s)
+    def _sync_call(self, kwargs: dict[str, Any]) -> Callable[[], Any]:
+        """The call of a sync tool, as the thread runs it.
+
+        A TimeoutError the tool raises itself (an HTTP client's, say) is its own failure,
+        not our timeout: it is wrapped so the two are never confused.
+        """
 
         def call_sync() -> Any:
             try:
@@ -261,13 +268,19 @@ class Tool:
             except TimeoutError as exc:
                 raise _RaisedByTool(exc) from exc
 
-        if self.blocking:
-            return await run_in_thread(call_sync, self.timeout_s)
-        # Cooperative: the thread would have stopped waiting at `timeout_s`, whatever the
-        # call did after that, so an overrun is a timeout whether it returned or raised.
+        return call_sync
+
+    def _call_cooperatively(self, kwargs: dict[str, Any]) -> Any:
+        """A `blocking=False` tool's call, on the event loop: the thread would have stopped
+        waiting at `timeout_s`, whatever the call did after that, so an overrun is a timeout
+        whether it returned or raised."""
         deadline = None if self.timeout_s is None else time.perf_counter() + self.timeout_s
         try:
-            value = call_sync()
+            value = self.fn(**kwargs)
+        except TimeoutError as exc:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise TimeoutError from None
+            raise _RaisedByTool(exc) from exc
         except Exception:
             if deadline is not None and time.perf_counter() > deadline:
                 raise TimeoutError from None
@@ -293,13 +306,13 @@ async def _within(call: Awaitable[Any], timeout_s: float | None) -> Any:
     cancelling = task.cancelling()
     started = asyncio.get_running_loop().time()
     if type(call) is CoroutineType:
-        try:
-            finished, step = first_step(call)
+        try:  # `eager.first_step`, written out: once a call
+            yielded = call.send(None)
+        except StopIteration as finished:
+            return finished.value
         except TimeoutError as exc:
             raise _RaisedByTool(exc) from exc
-        if finished:
-            return step
-        call = resume(call, step)
+        call = resume(call, yielded)
     return await _timed(call, timeout_s, task, cancelling, started)
 
 
