@@ -33,6 +33,7 @@ from agentbench.replay.drift import (
 )
 from agentbench.replay.trajectory import trajectory
 from agentbench.runtime.models import ChatModel, ChatResponse, TextDeltaHandler
+from agentbench.runtime.records import assign
 
 
 class ReplayMissingError(AgentbenchError):
@@ -250,7 +251,7 @@ class ReplayModel:
         # A recorded failure raises its error here, as the live call did.
         response = recorded.response(on_text_delta if request.get("stream") else None)
         # Parsed just now and ours alone, so set in place: what model_copy(update=) would give.
-        response.latency_ms = (time.perf_counter() - started) * 1000
+        assign(response, "latency_ms", (time.perf_counter() - started) * 1000)
         return response
 
     def _goes_live(self, index: int) -> bool:

@@ -24,13 +24,22 @@ from agentbench.runtime.models import (
     Usage,
     estimate_usage,
 )
-from agentbench.runtime.records import built
+from agentbench.runtime.records import maker
 
 STREAM_OBJECT = "chat.completion.chunks"  # how a streamed response is kept in `raw`
 
 
 class CompletionFormatError(ValueError):
     """A body that is not a chat completion (or chunk); the message says what is missing."""
+
+
+# `records.built` for the records every parsed response makes, each always from the same
+# fields: the makers looked up once.
+_make_usage = maker(Usage, ("input_tokens", "output_tokens"))
+_make_tool_call = maker(ToolCall, ("name", "arguments", "id"))
+_make_response = maker(
+    ChatResponse, ("text", "tool_calls", "finish_reason", "usage", "model", "reasoning", "raw")
+)
 
 
 def usage_from(body: dict[str, Any] | None) -> Usage:
@@ -41,7 +50,7 @@ def usage_from(body: dict[str, Any] | None) -> Usage:
         "output_tokens": body.get("completion_tokens") or 0,
     }
     if type(fields["input_tokens"]) is int and type(fields["output_tokens"]) is int:
-        return built(Usage, fields)
+        return _make_usage(fields)
     return Usage(**fields)  # validation converts (10.0) or says what is wrong
 
 
@@ -51,7 +60,7 @@ _TEXT_TYPES = frozenset({str, type(None)})  # a response's texts, when they need
 def _tool_call(name: Any, arguments: Any, call_id: Any) -> ToolCall:
     fields = {"name": name, "arguments": arguments, "id": call_id}
     if type(name) is str and type(arguments) is str and type(call_id) is str:
-        return built(ToolCall, fields)  # one a step of a replay: see `records.built`
+        return _make_tool_call(fields)  # one a step of a replay: see `records.built`
     return ToolCall(**fields)  # validation converts (arguments as an object) or refuses
 
 
@@ -93,7 +102,7 @@ def parse_completion(body: dict[str, Any], request: dict[str, Any] | None = None
     texts = (text, fields["finish_reason"], fields["model"], fields["reasoning"])
     if set(map(type, texts)) <= _TEXT_TYPES:  # all str or None, checked without a call each
         # Shares `body` as `raw`: parsed for this response alone (validation would copy it).
-        return built(ChatResponse, fields)
+        return _make_response(fields)
     return ChatResponse(**fields)  # validation says what is wrong
 
 

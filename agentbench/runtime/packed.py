@@ -18,6 +18,7 @@ times. Anything else is returned as it is, and a caller keeps it whole.
 
 from __future__ import annotations
 
+import time
 import types
 import typing
 from collections.abc import Callable
@@ -121,8 +122,17 @@ def _event_maker(cls: type[BaseModel], given: tuple[str, ...]) -> EventMaker:
     sources = dict(field_sources(cls, given, scope))
     scope["names"] = shared_names(cls, given)
     scope["shape"] = _SHAPE_OF[cls](scope["names"])
+    clock = _reads_the_clock(cls, given)
+    if clock:
+        # The time now, as the field's factory (`events.utc_now`) gives it, made from the
+        # POSIX timestamp the log keeps: no `timestamp()` worked out from it again (a
+        # datetime made from a timestamp gives it back, and reads back the same).
+        scope.update(clock=time.time, from_timestamp=datetime.fromtimestamp)
+        sources["ts"] = "from_timestamp(f_time, utc)"
     # Each field's value in a local `f_<name>`, used by both the event and its packed form.
     values = "".join(f"    f_{name} = {source}\n" for name, source in sources.items())
+    if clock:
+        values = "    f_time = clock()\n" + values
     fail = "return whole(made, entries, times)"
     checks, packed = [], []
     kept = [name for name in names if name not in _STAMP]
@@ -148,12 +158,17 @@ def _event_maker(cls: type[BaseModel], given: tuple[str, ...]) -> EventMaker:
         f"{_TS_CHECK.format(fail=fail) if _ts_checked(cls, given) else ''}"
         f"{''.join(checks)}"
         f"    entries.append((shape, {', '.join(packed)}))\n"
-        "    times.append(f_ts.timestamp())\n"
+        f"    times.append({'f_time' if clock else 'f_ts.timestamp()'})\n"
         "    return made\n"
     )
     exec(compile(source, f"<made {cls.__name__}>", "exec"), scope)
     made: EventMaker = scope["make"]
     return made
+
+
+def _reads_the_clock(cls: type[BaseModel], given: tuple[str, ...]) -> bool:
+    """Whether a made event's time is the time now, from events.py's own factory."""
+    return "ts" not in given and cls.model_fields["ts"].default_factory is ev.utc_now
 
 
 def _ts_checked(cls: type[BaseModel], given: tuple[str, ...]) -> bool:
@@ -162,6 +177,8 @@ def _ts_checked(cls: type[BaseModel], given: tuple[str, ...]) -> bool:
     factory = cls.model_fields["ts"].default_factory
     if "ts" in given or factory is None:
         return True
+    if factory is ev.utc_now:  # made by the maker itself, from the clock
+        return False
     probe = factory()  # type: ignore[call-arg]
     return type(probe) is not datetime or probe.tzinfo is not UTC
 

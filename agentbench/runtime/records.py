@@ -61,6 +61,12 @@ def built(cls: type[M], fields: dict[str, Any]) -> M:
     return make(fields)  # type: ignore[no-any-return]
 
 
+def maker(cls: type[M], given: tuple[str, ...]) -> Callable[[dict[str, Any]], M]:
+    """The function `built(cls, fields)` calls for `fields` naming `given` (in that order),
+    for a caller that always names the same fields: looked up once, not every record."""
+    return _MAKERS.get((cls, given)) or _maker(cls, given)
+
+
 def _maker(cls: type[BaseModel], given: tuple[str, ...]) -> Maker:
     """A function making `cls` records from `given` fields, written out as `dataclasses`
     writes `__init__`: one dict display in field order, no loop (half the cost of one)."""
@@ -128,16 +134,44 @@ class SharesFieldNames(BaseModel):
     def __setattr__(self, name: str, value: Any) -> None:
         names = self.__pydantic_fields_set__
         if type(names) is SharedFieldNames and name not in names:
-            # This record alone now has `name` set: it moves to the shared set that says so
-            # (pydantic's own `add` then finds the name there).
-            grown = _GROWN.get((id(names), name))
-            if grown is None:
-                if name not in type(self).model_fields:  # not a field: a set of its own
-                    grown = set(names)  # type: ignore[assignment]
-                else:
-                    grown = _GROWN[(id(names), name)] = SharedFieldNames({*names, name})
-            object.__setattr__(self, "__pydantic_fields_set__", grown)
+            _move_to_grown(self, names, name)
         super().__setattr__(name, value)
 
 
-__all__ = ["SharedFieldNames", "SharesFieldNames", "built", "field_sources", "shared_names"]
+def _move_to_grown(record: BaseModel, names: SharedFieldNames, name: str) -> None:
+    """This record alone now has `name` set: it moves to the shared set that says so
+    (pydantic's own `add` then finds the name there)."""
+    grown = _GROWN.get((id(names), name))
+    if grown is None:
+        if name not in type(record).model_fields:  # not a field: a set of its own
+            grown = set(names)  # type: ignore[assignment]
+        else:
+            grown = _GROWN[(id(names), name)] = SharedFieldNames({*names, name})
+    object.__setattr__(record, "__pydantic_fields_set__", grown)
+
+
+def assign(record: SharesFieldNames, name: str, value: Any) -> None:
+    """`record.<name> = value`, for a field of a record neither frozen nor validated on
+    assignment: what pydantic does then (the value in `__dict__`, the name in the fields
+    set), without the three calls of its `__setattr__` (a replayed step sets a latency)."""
+    config = record.model_config
+    if config.get("frozen") or config.get("validate_assignment") or name not in record.__dict__:
+        setattr(record, name, value)
+        return
+    names = record.__pydantic_fields_set__
+    if name not in names:
+        if type(names) is SharedFieldNames:
+            _move_to_grown(record, names, name)
+        record.__pydantic_fields_set__.add(name)
+    record.__dict__[name] = value
+
+
+__all__ = [
+    "SharedFieldNames",
+    "SharesFieldNames",
+    "assign",
+    "built",
+    "field_sources",
+    "maker",
+    "shared_names",
+]
