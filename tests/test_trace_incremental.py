@@ -16,8 +16,8 @@ import dataclasses
 import enum
 import hashlib
 import json
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
