@@ -85,21 +85,12 @@ class Usage(SharesFieldNames):
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        # Built, not validated: a run adds one up every step (`records.built`). Two usages'
-        # fields are read from their `__dict__`s: two attribute reads, not six.
-        if type(self) is Usage and type(other) is Usage:
-            mine, theirs = self.__dict__, other.__dict__
-            fields = {
-                "input_tokens": mine["input_tokens"] + theirs["input_tokens"],
-                "output_tokens": mine["output_tokens"] + theirs["output_tokens"],
-                "estimated": mine["estimated"] or theirs["estimated"],
-            }
-        else:
-            fields = {
-                "input_tokens": self.input_tokens + other.input_tokens,
-                "output_tokens": self.output_tokens + other.output_tokens,
-                "estimated": self.estimated or other.estimated,
-            }
+        # Built, not validated: a run adds one up every step (`records.built`).
+        fields = {
+            "input_tokens": self.input_tokens + other.input_tokens,
+            "output_tokens": self.output_tokens + other.output_tokens,
+            "estimated": self.estimated or other.estimated,
+        }
         return _make_sum(fields)
 
 
