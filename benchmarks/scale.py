@@ -60,7 +60,9 @@ def _wait(process: subprocess.Popen[bytes], started: float) -> dict[str, float]:
         raise SystemExit(
             f"{' '.join(map(str, process.args))} exited {process.returncode}:\n{error[-2000:]}"
         )
-    peak = Path(process.args[3]).read_text()  # type: ignore[index]
+    peak_file = Path(process.args[3])  # type: ignore[index]
+    peak = peak_file.read_text()
+    peak_file.unlink()
     return {"wall": wall, "rss_mb": int(peak) / 1024, "tree_mb": usage.ru_maxrss / 1024}
 
 
