@@ -63,6 +63,17 @@ def test_secret_keys_are_masked_at_any_depth_and_counts_are_not() -> None:
         ('{"user": "ada"}', '{"user": "ada"}'),  # nothing masked: the text is kept exactly
         ("sk-learn is a library", "sk-learn is a library"),
         ("a password is needed", "a password is needed"),
+        # A tool's result the runtime gave the model as Python shows it, a shell line, a log
+        # or YAML line: quoted and unquoted values after `=` and `:`.
+        (
+            "{'user': 'ada', 'password': 'hunter22'}",
+            f"{{'user': 'ada', 'password': '{MASK}'}}",
+        ),
+        ("Quote(price=4.5, api_key='abc-value-9')", f"Quote(price=4.5, api_key='{MASK}')"),
+        ('export ACME_TOKEN="tok-123456"', f'export ACME_TOKEN="{MASK}"'),
+        ('client_secret = "s3cr3t" here', f'client_secret = "{MASK}" here'),
+        ("password: hunter22\nuser: ada", f"password: {MASK}\nuser: ada"),
+        ("max_tokens: 5, input_tokens: 40", "max_tokens: 5, input_tokens: 40"),
     ],
 )
 def test_patterns_in_text(text: str, expected: str) -> None:

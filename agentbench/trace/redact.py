@@ -109,10 +109,24 @@ _WORD_BYTES = frozenset((string.ascii_lowercase + string.digits).encode())  # as
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")
 # Key/value pairs inside free text, e.g. a tool call echoed into the system prompt as
-# `login({"password": "…"})` (quotes possibly backslash-escaped), or `?api_key=…` in a URL.
+# `login({"password": "…"})` (quotes possibly backslash-escaped), the same as Python shows a
+# dict (`{'password': '…'}`: a tool's result given to the model as its text), `?api_key=…` in
+# a URL, a quoted assignment (`api_key='…'` in a Python repr, `TOKEN="…"` in a shell line), or
+# a log or YAML line (`password: …`).
+# Each is tried where a secret key's name starts, the quoted keys one character before it.
 _EMBEDDED = (
-    re.compile(r'"(?P<key>[A-Za-z0-9_.\-]{1,64})\\?"\s*:\s*\\?"(?P<value>[^"\\]+)'),
-    re.compile(r"\b(?P<key>[A-Za-z0-9_.\-]{1,64})=(?P<value>[^\s&\"',;)\]}]+)"),
+    (re.compile(r'"(?P<key>[A-Za-z0-9_.\-]{1,64})\\?"\s*:\s*\\?"(?P<value>[^"\\]+)'), -1),
+    (re.compile(r"'(?P<key>[A-Za-z0-9_.\-]{1,64})'\s*:\s*'(?P<value>[^'\\]+)"), -1),
+    (re.compile(r"\b(?P<key>[A-Za-z0-9_.\-]{1,64})=(?P<value>[^\s&\"',;)\]}]+)"), 0),
+    (re.compile(r"\b(?P<key>[A-Za-z0-9_.\-]{1,64}) ?= ?\\?(?P<q>['\"])(?P<value>[^'\"\\]+)"), 0),
+    (
+        # An authorization scheme's name is not its secret: the patterns mask its token.
+        re.compile(
+            r"\b(?P<key>[A-Za-z0-9_.\-]{1,64}):[ \t]*(?!(?:[Bb]earer|Basic)\s)"
+            r"(?P<value>[^\s&\"',;)\]}]+)"
+        ),
+        0,
+    ),
 )
 _KEY_CHARS = string.ascii_letters + string.digits + "_.-"  # what `key` above is made of
 # Where text was cut before it reached the redactor: the runtime's truncation marker (also as
@@ -382,7 +396,8 @@ class Redactor:
                 continue
             before = text[max(0, hint_start - 63) : hint_start]
             key_start = hint_start - (len(before) - len(before.rstrip(_KEY_CHARS)))
-            for pattern, at in ((_EMBEDDED[0], key_start - 1), (_EMBEDDED[1], key_start)):
+            for pattern, offset in _EMBEDDED:
+                at = key_start + offset
                 found = pattern.match(text, at) if at >= 0 else None
                 if (
                     found is not None
