@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import stat
 import string
 import sys
 from collections.abc import Iterator
@@ -188,10 +189,15 @@ def files_under(folder: Path, inputs: set[Path]) -> Iterator[Path]:
             yield path
 
 
-@pytest.fixture
-def planted(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    """Every canary in place; returns the list every os.write of the test is copied to (the
-    journals, written and deleted while the test runs)."""
+@pytest.fixture(params=["0", "1"], ids=["recorded_here", "recording_process"])
+def planted(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> list[bytes]:
+    """Every canary in place; returns the list every os.write of the test to a file is copied
+    to (the journals, written and deleted while the test runs). `agentbench run` records in
+    this process, then in its recording process: a pipe to that process carries a run's
+    events as they are, to be redacted there, so writes to pipes are not copied (that
+    process's journal is written there; its rows are those recorded here, see
+    tests/test_recording_process.py, and are scanned in the store)."""
+    monkeypatch.setenv("AGENTBENCH_RECORDING_PROCESS", request.param)
     monkeypatch.setenv("OPENAI_API_KEY", CANARIES["env OPENAI_API_KEY"])
     monkeypatch.setenv(
         "ACME_SERVICE_TOKEN", CANARIES["env ACME_SERVICE_TOKEN (matches no pattern)"]
@@ -207,7 +213,8 @@ def planted(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     real_write = os.write
 
     def spy(fd: int, data: bytes) -> int:
-        written.append(bytes(data))
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            written.append(bytes(data))
         return real_write(fd, data)
 
     monkeypatch.setattr(os, "write", spy)
@@ -288,7 +295,8 @@ def test_no_canary_reaches_any_byte_written(
     assert MARKER.encode() in cassette.read_bytes() and MARKER.encode() in store_cells(golden)
     # The straddling secrets were cut by the runtime, and their halves masked at the marker.
     assert "[REDACTED]\\n…[truncated".encode() in store_cells(golden)
-    assert any(MARKER.encode() in blob for blob in planted)  # a journal held the run
+    if os.environ["AGENTBENCH_RECORDING_PROCESS"] == "0":
+        assert any(MARKER.encode() in blob for blob in planted)  # a journal held the run
     leaks = {where: names for where, names in scanned.items() if names}
     print(
         f"canaries: {len(CANARIES)} planted, {len(files)} files scanned "

@@ -44,9 +44,11 @@ def remember(ctx: RunContext, note: str) -> str:
     return "noted"
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Any:
-    made = TraceStore(tmp_path / "traces.duckdb")
+@pytest.fixture(params=[False, True], ids=["here", "recording_process"])
+def store(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """Every test here records in this process, and again in the store's recording process
+    (what `agentbench run` does): rows must come out the same."""
+    made = TraceStore(tmp_path / "traces.duckdb", recording_process=request.param)
     yield made
     made.close()
 

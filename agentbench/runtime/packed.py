@@ -55,10 +55,11 @@ class _Shape(typing.NamedTuple):
     unpack: Callable[..., Any]
 
 
-_SHAPES: list[_Shape] = []
+_SHAPES: list[_Shape | None] = []  # None: a place kept for a shape adopted later
 _PACKERS: dict[type[BaseModel], Callable[..., Any]] = {}
 _SHAPE_OF: dict[type[BaseModel], Callable[[set[str]], int]] = {}
 _WIDTHS: dict[type[BaseModel], int] = {}  # items of a class's packed tuples
+_UNPACKERS: dict[type[BaseModel], Callable[..., Any]] = {}
 EventMaker: TypeAlias = Callable[[dict[str, Any], str, str, list[Any], Any], Any]
 # Per event class and names given (in the order given), its `event_maker`: read directly by
 # the log, since it is looked up for every event of every run.
@@ -82,7 +83,43 @@ def unpack(
 ) -> Any:
     """The record `packed` was made from (an event given what its log left out)."""
     shape = _SHAPES[packed[0]]
+    assert shape is not None
     return shape.unpack(packed, shape.names, run_id, agent, seq, ts)
+
+
+def shape_count() -> int:
+    """How many packed shapes this process has numbered (see `describe_shape`)."""
+    return len(_SHAPES)
+
+
+def describe_shape(number: int) -> tuple[type[BaseModel], frozenset[str]]:
+    """What shape `number` (a packed tuple's first item) stands for in this process: the
+    class and the field names given, as another process adopts it (`adopt_shape`)."""
+    shape = _SHAPES[number]
+    if shape is None:
+        raise ValueError(f"no packed shape {number} in this process")
+    return shape.cls, frozenset(shape.names)
+
+
+def adopt_shape(number: int, cls: type[BaseModel], names: frozenset[str]) -> None:
+    """Read packed tuples of another process's shape `number` (what `describe_shape` said
+    there) here. Shape numbers are given in order of first use, so they differ between
+    processes: a process reading another's packed records (the recording process) adopts
+    its numbers, and must not pack records of its own with them. Raises ValueError if this
+    process numbered a different shape `number`."""
+    if cls not in PACKABLE:
+        raise ValueError(f"{cls.__qualname__} records are never packed")
+    if number < len(_SHAPES) and _SHAPES[number] is not None:
+        known = _SHAPES[number]
+        assert known is not None
+        if known.cls is cls and frozenset(known.names) == names:
+            return
+        raise ValueError(f"packed shape {number} is {known.cls.__qualname__} here")
+    packer(cls)
+    if cls not in _UNPACKERS:
+        raise ValueError(f"{cls.__qualname__} records are never packed")
+    _SHAPES.extend([None] * (number + 1 - len(_SHAPES)))
+    _SHAPES[number] = _Shape(cls, names, _UNPACKERS[cls])
 
 
 def event_maker(cls: type[BaseModel], given: tuple[str, ...]) -> EventMaker:
@@ -197,7 +234,9 @@ _WHOLE = (
 
 def shapes_of(cls: type) -> frozenset[int]:
     """The shapes (first items of packed tuples) of records of class `cls` or a subclass."""
-    return frozenset(n for n, shape in enumerate(_SHAPES) if issubclass(shape.cls, cls))
+    return frozenset(
+        n for n, shape in enumerate(_SHAPES) if shape is not None and issubclass(shape.cls, cls)
+    )
 
 
 def _nested(annotation: Any) -> tuple[str, type[BaseModel]] | None:
@@ -304,6 +343,7 @@ def _packer(cls: type[BaseModel]) -> Callable[..., Any]:
     )
     exec(compile(source, f"<packed {cls.__name__}>", "exec"), scope)
     scope["by_id"] = {}
+    _UNPACKERS[cls] = scope["unpack"]
     scope["shape_of"] = _SHAPE_OF[cls] = _shape_registry(cls, scope["unpack"], scope["by_id"])
     made: Callable[..., Any] = scope["pack"]
     _PACKERS[cls] = made
@@ -380,7 +420,18 @@ def _field_code(
 def _read_at(packed: tuple[Any, ...], at: int) -> Any:
     """The record packed inline in `packed`, its shape at position `at`."""
     shape = _SHAPES[packed[at]]
+    assert shape is not None
     return shape.unpack(packed, shape.names, None, None, None, None, at)
 
 
-__all__ = ["EVENT_MAKERS", "PACKABLE", "event_maker", "packer", "shapes_of", "unpack"]
+__all__ = [
+    "EVENT_MAKERS",
+    "PACKABLE",
+    "adopt_shape",
+    "describe_shape",
+    "event_maker",
+    "packer",
+    "shape_count",
+    "shapes_of",
+    "unpack",
+]

@@ -36,7 +36,7 @@ import os
 import re
 import string
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -207,7 +207,8 @@ class Redactor:
             values.update(self._environment_secrets())
         # What the rules and secret values compile to is shared too: a run's recorder builds
         # its redactor at the start of every run, and compiling is most of what that costs.
-        key = (self.rules, frozenset(values))
+        self._values = frozenset(values)
+        key = (self.rules, self._values)
         compiled = _compiled_rules.get(key)
         if compiled is None:
             if len(_compiled_rules) >= _COMPILED_ENTRIES:
@@ -224,6 +225,14 @@ class Redactor:
         self._scannable = compiled.scannable
         self._reach = compiled.reach
         self._texts: dict[str, str] = {}  # the same strings recur across a run's events
+
+    def portable_rules(self) -> RedactionRules:
+        """These rules with the secret values this redactor found in the environment made
+        literal: what another process (the recording process, whose environment may differ
+        from this one's) redacts with to mask exactly what this redactor masks."""
+        return replace(
+            self.rules, secret_values=tuple(sorted(self._values)), mask_environment=False
+        )
 
     def _environment_secrets(self) -> list[str]:
         """Values of the environment variables whose names are secret."""

@@ -29,6 +29,7 @@ from agentbench.trace.errors import TraceStoreError, damaged
 from agentbench.trace.migrations import LATEST, check, migrate
 from agentbench.trace.recorder import RunLabels, TraceRecorder
 from agentbench.trace.recording import Recording, store_batch
+from agentbench.trace.recording_channel import ProcessRecorder, RecordingChannel
 from agentbench.trace.redact import RedactionRules, Redactor
 from agentbench.trace.schema import RunRecord, RunRows, RunTrace
 from agentbench.trace.spool import has_dead, spool_dir
@@ -62,23 +63,35 @@ class TraceStore:
         exit_wait_s: float = 10.0,
         on_wait: WaitNotice | None = None,
         fsync: bool = False,
+        recording_process: bool = False,
     ) -> None:
         self.path = Path(path if path is not None else default_path()).absolute()
         self.redaction = redaction or RedactionRules()
         self.wait_s = wait_s  # how long reads and flushes wait for another process's lock
         self.exit_wait_s = exit_wait_s
         self.on_wait = on_wait or (lambda message: log.info("%s", message))
-        self._fsync = fsync
+        self.fsync = fsync
         self._recording: Recording | None = None
         self._recording_guard = threading.Lock()
+        # Recording in a process of its own (see `recording_channel`): runs get hooks that
+        # only encode their events, and a child process turns them into rows and stores them.
+        self._channel = RecordingChannel(self) if recording_process else None
+        if self._channel is not None:
+            self._channel.start()
 
     def __repr__(self) -> str:
         return f"TraceStore({str(self.path)!r})"
 
     # -- recording (the runner asks for `run_hook`; the recorder calls the sink methods) ----
-    def run_hook(self) -> TraceRecorder:
+    def run_hook(self) -> TraceRecorder | ProcessRecorder:
         """A recorder for one `Runner` call (and the runs it hands off to)."""
-        return TraceRecorder(self, redactor=Redactor(self.redaction))
+        return self.hook_for(RunLabels())
+
+    def hook_for(self, labels: RunLabels) -> TraceRecorder | ProcessRecorder:
+        """A recorder stamping `labels` on the runs it records."""
+        if self._channel is not None:
+            return ProcessRecorder(self._channel, labels, self.redaction)
+        return TraceRecorder(self, redactor=Redactor(self.redaction), labels=labels)
 
     def with_labels(
         self,
@@ -117,7 +130,9 @@ class TraceStore:
     def record_results(self, rows: list[dict[str, Any]]) -> None:
         """Keep eval result rows (the `results` table): journaled at once, stored with the
         next batch of runs, so a killed eval keeps every result it had scored."""
-        if rows:
+        if rows and self._channel is not None:
+            self._channel.record_results(list(rows))
+        elif rows:
             self._recorder_side().run_finished(RunRows(results=list(rows)))
 
     def backlog(self) -> int:
@@ -127,11 +142,23 @@ class TraceStore:
 
     def flush(self) -> None:
         """Store every finished run now (normally a background thread does it)."""
+        if self._channel is not None:
+            self._channel.flush()
         if self._recording is not None:
             self._recording.flush(self.wait_s, self.on_wait)
 
+    def start_recording(self) -> None:
+        """With `recording_process=True`: start the recording process now and return once it
+        is ready (it imports what it needs and opens the store in ~0.5 s, on another core, so
+        callers need not: its first runs wait for it otherwise). No-op without one."""
+        if self._channel is not None:
+            self._channel.flush(even_if_idle=True)
+
     def close(self) -> None:
-        """Flush and release this process's journal (also done at interpreter exit)."""
+        """Flush and release this process's journal (also done at interpreter exit), and let
+        the recording process store what it has and exit."""
+        if self._channel is not None:
+            self._channel.close()
         if self._recording is not None:
             self._recording.close()
 
@@ -145,7 +172,7 @@ class TraceStore:
         with self._recording_guard:
             if self._recording is None:
                 self._recording = Recording(
-                    self.path, fsync=self._fsync, exit_wait_s=self.exit_wait_s
+                    self.path, fsync=self.fsync, exit_wait_s=self.exit_wait_s
                 )
             return self._recording
 
@@ -299,10 +326,8 @@ class LabelledStore:
         self.store = store
         self.labels = labels
 
-    def run_hook(self) -> TraceRecorder:
-        return TraceRecorder(
-            self.store, redactor=Redactor(self.store.redaction), labels=self.labels
-        )
+    def run_hook(self) -> TraceRecorder | ProcessRecorder:
+        return self.store.hook_for(self.labels)
 
 
 _env_stores: dict[Path, TraceStore] = {}

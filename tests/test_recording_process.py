@@ -1,0 +1,252 @@
+"""The recording process: runs recorded there are stored exactly as they are recorded here, its
+parent's environment secrets are masked there, and neither a recording process that dies nor
+a parent that is killed loses a finished run."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agentbench import (
+    Agent,
+    ModelSettings,
+    RunContext,
+    Runner,
+    ScriptedModel,
+    ToolCall,
+    tool,
+)
+from agentbench.trace import TraceStore
+from agentbench.trace.errors import StoreNotFoundError
+from agentbench.trace.schema import TABLES
+
+SECRET = "sk-shop-7f3a9c2e1b5d8f4a6c0e"
+
+
+class Colour(enum.Enum):
+    GREEN = "green"
+
+
+@dataclass
+class Parcel:
+    weight: float
+    tags: set[str]
+
+
+class Quote(BaseModel):
+    price: float
+    api_key: str
+
+
+@tool(effect="read_only")
+def lookup(name: str) -> dict[str, Any]:
+    """Look a product up."""
+    return {
+        "name": name,
+        "parcel": Parcel(1.5, {"fragile"}),
+        "quote": Quote(price=4.5, api_key="abc-secret-value"),
+        "colour": Colour.GREEN,
+        "raw": b"\x00\x01",
+        "note": f"key in use: {os.environ.get('SHOP_API_KEY', '')}",
+    }
+
+
+@tool(effect="write")
+def remember(ctx: RunContext, note: str) -> str:
+    """Keep a note in the session."""
+    ctx.set("note", note)
+    ctx.set("parcel", Parcel(2.0, {"a"}))
+    return "noted"
+
+
+@tool(effect="read_only")
+def broken(text: str) -> str:
+    """Always fails."""
+    raise RuntimeError(f"cannot do {text}")
+
+
+REFUNDS = Agent(name="refunds", description="Handles refunds.", tools=[lookup])
+SHOP = Agent(
+    name="shop",
+    instructions="Help with the catalogue. Customer: {{ context.user }}.",
+    tools=[lookup, remember, broken],
+    handoffs=[REFUNDS],
+)
+STREAMER = Agent(name="streamer", model_settings=ModelSettings(stream=True))
+
+
+def scripts(run: int) -> list[tuple[Agent, list[Any]]]:
+    return [
+        (
+            SHOP,
+            [
+                [ToolCall("lookup", {"name": f"tea {run}"}), ToolCall("remember", {"note": "x"})],
+                ToolCall("broken", {"text": "that"}),
+                ToolCall("nope", {}),
+                ToolCall("transfer_to_refunds", {"reason": "refund", "summary": "wants one"}),
+                ToolCall("lookup", {"name": "refund"}),
+                f"refund issued for run {run}",
+            ],
+        ),
+        (STREAMER, [f"one two three {run}"]),
+    ]
+
+
+def stored(store: TraceStore) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, in an order that does not depend on how they were stored."""
+    return {
+        table: sorted(map(tuple, store.sql(f"SELECT * FROM {table}").rows), key=repr)
+        for table in TABLES
+    }
+
+
+async def test_runs_recorded_there_are_stored_as_they_are_recorded_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = TraceStore(tmp_path / "here.duckdb")
+    there = TraceStore(tmp_path / "there.duckdb", recording_process=True)
+    # Set after the recording process started: its environment does not have it.
+    monkeypatch.setenv("SHOP_API_KEY", SECRET)
+    for run in range(3):
+        for agent, answers in scripts(run):
+            labels = {"eval_id": "eval_x", "case_id": f"case-{run}", "trial": 1}
+            await Runner.run(
+                agent,
+                f"help me ({run}), my key is {SECRET}",
+                model=ScriptedModel(answers),
+                store=here.with_labels(**labels),
+                hooks=[there.with_labels(**labels).run_hook()],
+                context={"user": "Ada"},
+            )
+    expected, found = stored(here), stored(there)
+    assert {t: len(rows) for t, rows in found.items()} == {
+        t: len(rows) for t, rows in expected.items()
+    }
+    assert len(found["runs"]) == 9 and len(found["context_diffs"]) == 6
+    for table in TABLES:
+        assert found[table] == expected[table], table
+    assert SECRET not in repr(found) and "abc-secret-value" not in repr(found)
+    here.close()
+    there.close()
+
+
+async def test_a_recording_process_that_dies_loses_no_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = TraceStore(tmp_path / "traces.duckdb", recording_process=True)
+    store.start_recording()
+    process = store._channel._process  # type: ignore[union-attr]
+    assert process is not None and process.poll() is None
+    assert process is not None
+
+    @tool(effect="read_only")
+    def fatal(text: str) -> str:
+        """Kills the recording process while the run is under way."""
+        process.kill()
+        process.wait()
+        return text
+
+    agent = Agent(name="shop", tools=[lookup, fatal])
+    finished = []
+    with caplog.at_level(logging.WARNING, logger="agentbench.trace"):
+        for _ in range(2):
+            result = await Runner.run(agent, "go", model=ScriptedModel(["hello"]), store=store)
+            finished.append(result.run_id)
+        answers = [ToolCall("lookup", {"name": "tea"}), ToolCall("fatal", {"text": "t"}), "done"]
+        result = await Runner.run(agent, "go", model=ScriptedModel(answers), store=store)
+        finished.append(result.run_id)
+        for _ in range(2):
+            result = await Runner.run(agent, "go", model=ScriptedModel(["again"]), store=store)
+            finished.append(result.run_id)
+    warnings = [r.getMessage() for r in caplog.records if "recording process" in r.getMessage()]
+    assert len(warnings) == 1 and "recording in this process from now on" in warnings[0]
+    runs = {r.run_id: r for r in store.runs()}
+    assert set(runs) == set(finished)
+    assert {r.status for r in runs.values()} == {"completed"}
+    assert store.run(finished[2]).run.tool_calls == 2
+    store.close()
+
+
+_KILLED_PARENT = textwrap.dedent(
+    """
+    import asyncio, sys
+    from agentbench import Agent, Runner, ScriptedModel, ToolCall, tool
+    from agentbench.trace import TraceStore
+
+    @tool(effect="read_only")
+    def lookup(name: str) -> str:
+        "Look a product up."
+        return name * 50
+
+    store = TraceStore(sys.argv[1], recording_process=True)
+    agent = Agent(name="shop", tools=[lookup])
+
+    async def main():
+        for run in range(100000):
+            model = ScriptedModel([ToolCall("lookup", {"name": f"tea {run}"}), "done"])
+            result = await Runner.run(agent, "go", model=model, store=store)
+            print(result.run_id, flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_a_killed_parent_loses_no_finished_run(tmp_path: Path) -> None:
+    db = tmp_path / "traces.duckdb"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_PARENT, str(db)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdout is not None
+    finished = [parent.stdout.readline().strip() for _ in range(40)]
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    finished += [line.strip() for line in parent.stdout if line.strip()]
+    parent.stdout.close()
+    store = TraceStore(db)
+    deadline = time.monotonic() + 60
+    runs: dict[str, str] = {}
+    while time.monotonic() < deadline:  # the recording process stores what it read, then exits
+        with contextlib.suppress(StoreNotFoundError):  # the file is made with its first batch
+            runs = {r.run_id: r.status for r in store.runs()}
+        if set(finished) <= set(runs):
+            break
+        time.sleep(0.2)
+    assert set(finished) <= set(runs)
+    assert {runs[run_id] for run_id in finished} == {"completed"}
+    assert set(runs.values()) <= {"completed", "incomplete"}  # the one cut short, if any
+
+
+async def test_a_store_closed_and_used_again_starts_a_new_recording_process(
+    tmp_path: Path,
+) -> None:
+    store = TraceStore(tmp_path / "traces.duckdb", recording_process=True)
+    agent = Agent(name="shop", tools=[lookup])
+    finished = []
+    hook = store.run_hook()  # one recorder across the close: it begins again with the new one
+    for _ in range(2):
+        for _ in range(2):
+            model = ScriptedModel([ToolCall("lookup", {"name": "tea"}), "done"])
+            result = await Runner.run(agent, "go", model=model, hooks=[hook])
+            finished.append(result.run_id)
+        first = store._channel._process  # type: ignore[union-attr]
+        store.close()
+        assert first is not None and first.returncode == 0
+    runs = {r.run_id: r for r in store.runs()}
+    assert set(runs) == set(finished)
+    assert {(r.status, r.tool_calls) for r in runs.values()} == {("completed", 1)}
