@@ -13,6 +13,7 @@ run at all (a missing or corrupt cassette).
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -200,63 +201,78 @@ def run(
     lake = lake_folder(results_lake) if results_lake is not None else None
     if baseline is not None and against is not None:
         raise UsageError("--baseline and --against both name a baseline; give one")
-    store = open_store(db or default_path(root), wait_s)
-    harness = Harness(store, options, executor=make_executor(executor, ray_address, root))
-    harness.check_live_model(found.suites)
-    total = harness.planned_trials(found.suites)
-    if filters and total == 0:
-        names = ", ".join(s.name for s in found.suites)
-        raise UsageError(
-            f"--filter {' '.join(filters)}: no case of {names} matches (a case id, a glob such "
-            "as 'refund-*' or 'sre/*', or tag:NAME)"
+    store = open_store(db or default_path(root), wait_s, recording_process=_recording_process())
+    # Closed at the end: the recording process stores the last runs and exits with the command.
+    with store:
+        harness = Harness(store, options, executor=make_executor(executor, ray_address, root))
+        harness.check_live_model(found.suites)
+        total = harness.planned_trials(found.suites)
+        if filters and total == 0:
+            names = ", ".join(s.name for s in found.suites)
+            raise UsageError(
+                f"--filter {' '.join(filters)}: no case of {names} matches (a case id, a glob such "
+                "as 'refund-*' or 'sre/*', or tag:NAME)"
+            )
+        check_baseline_spec(store, baseline, repo=root)
+        if resume is not None:
+            check_resumable(store, resume, found.suites, code_version())
+        baseline_id = None
+        if against is not None:
+            click.echo(f"running the suites at {against} for the baseline…", err=True)
+            baseline_id = run_against(
+                against,
+                [str(p) for p in paths],
+                _harness_args(trials, concurrency, filters, strict, allow_drift),
+                db=store.path,
+            )
+        with summary_text.progress(total, enabled=sys.stderr.isatty() and not as_json) as tick:
+            harness.progress = tick
+            result = asyncio.run(harness.run(found.suites, [str(e) for e in found.errors]))
+        store.flush()
+        if lake is not None:
+            written_to = write_lake(store, result.eval_id, lake, options.shard)
+            click.echo(f"results: {written_to} (Parquet)", err=True)
+        verdict = judge(
+            store,
+            result,
+            baseline_id,
+            baseline,
+            repo=root,
+            budget_pct=budget_pct,
+            fail_under=fail_under,
+            fail_on_change=fail_on_change,
         )
-    check_baseline_spec(store, baseline, repo=root)
-    if resume is not None:
-        check_resumable(store, resume, found.suites, code_version())
-    baseline_id = None
-    if against is not None:
-        click.echo(f"running the suites at {against} for the baseline…", err=True)
-        baseline_id = run_against(
-            against,
-            [str(p) for p in paths],
-            _harness_args(trials, concurrency, filters, strict, allow_drift),
-            db=store.path,
+        written = write_outputs(
+            store,
+            result,
+            verdict,
+            report_dir=None if no_report else (report_dir or root / "reports").absolute(),
+            junit=junit,
+            summary_md=summary_md,
         )
-    with summary_text.progress(total, enabled=sys.stderr.isatty() and not as_json) as tick:
-        harness.progress = tick
-        result = asyncio.run(harness.run(found.suites, [str(e) for e in found.errors]))
-    store.flush()
-    if lake is not None:
-        written_to = write_lake(store, result.eval_id, lake, options.shard)
-        click.echo(f"results: {written_to} (Parquet)", err=True)
-    verdict = judge(
-        store,
-        result,
-        baseline_id,
-        baseline,
-        repo=root,
-        budget_pct=budget_pct,
-        fail_under=fail_under,
-        fail_on_change=fail_on_change,
-    )
-    written = write_outputs(
-        store,
-        result,
-        verdict,
-        report_dir=None if no_report else (report_dir or root / "reports").absolute(),
-        junit=junit,
-        summary_md=summary_md,
-    )
-    show(result, verdict, written, store_path=store.path, fail_under=fail_under, as_json=as_json)
-    # The eval and every output that could be written are kept; now say what went wrong.
-    for problem in (verdict.failure, *written.failures):
-        if problem is not None:
-            raise problem
-    if found.errors or len(result.suite_errors) > len(found.errors):
-        return EXIT_USAGE
-    if result.summary.errors and fail_under is None:
-        return EXIT_INFRA
-    return EXIT_GATE if verdict.gate_failed else EXIT_OK
+        show(
+            result, verdict, written, store_path=store.path, fail_under=fail_under, as_json=as_json
+        )
+        # The eval and every output that could be written are kept; now say what went wrong.
+        for problem in (verdict.failure, *written.failures):
+            if problem is not None:
+                raise problem
+        if found.errors or len(result.suite_errors) > len(found.errors):
+            return EXIT_USAGE
+        if result.summary.errors and fail_under is None:
+            return EXIT_INFRA
+        return EXIT_GATE if verdict.gate_failed else EXIT_OK
+
+
+def _recording_process() -> bool:
+    """Record in a process of its own when there is a core for it: recording a replayed run
+    costs about as much as running it, and this process's GIL would run them one at a time.
+    AGENTBENCH_RECORDING_PROCESS=0 (or 1) decides instead."""
+    given = os.environ.get("AGENTBENCH_RECORDING_PROCESS")
+    if given:
+        return given not in ("0", "false", "no")
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return (len(usable) if usable is not None else os.cpu_count() or 1) > 1
 
 
 def _shard(text: str | None, resume: str | None, eval_id: str | None) -> Shard | None:

@@ -52,14 +52,20 @@ def store_options(command: F) -> F:
     )(command)
 
 
-def open_store(db: Path | None, wait_s: float, *, existing: bool = False) -> TraceStore:
+def open_store(
+    db: Path | None, wait_s: float, *, existing: bool = False, recording_process: bool = False
+) -> TraceStore:
     """The store at `db` (or the default); `existing`: a command that only reads needs one
-    recorded already, and a missing file is a usage error (exit 2), not a broken store."""
+    recorded already, and a missing file is a usage error (exit 2), not a broken store;
+    `recording_process`: a command that records many runs records them in a process of
+    their own (see `TraceStore`)."""
 
     def tell(message: str) -> None:
         click.echo(f"{message}…", err=True)
 
-    store = TraceStore(db or default_path(), wait_s=wait_s, on_wait=tell)
+    store = TraceStore(
+        db or default_path(), wait_s=wait_s, on_wait=tell, recording_process=recording_process
+    )
     # Journals without a file yet: runs recorded by a process that has not stored them, which
     # reading stores first; only a path with neither has nothing to read.
     if existing and not store.path.exists() and not spool_dir(store.path).is_dir():
