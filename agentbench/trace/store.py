@@ -4,9 +4,10 @@ Attach one to a run with `Runner.run(..., store=TraceStore("traces.duckdb"))`, o
 `AGENTBENCH_DB`; the default file is `.agentbench/traces.duckdb` at the root of the git checkout
 around the working directory (or in the working directory outside one). Recording goes through
 this process's journal beside the file (see `spool` and `recording`), so several processes can
-record into one store at once and a crash loses no finished run. Reading first stores what is
-queued and what crashed processes left, then opens the file read-only, waiting (and saying so)
-while another process writes.
+record into one store at once and a crash loses no finished run; with `recording_process=True`
+runs only encode their events and a child process records them (see `recording_channel`).
+Reading first stores what is queued and what crashed processes left, then opens the file
+read-only, waiting (and saying so) while another process writes.
 """
 
 from __future__ import annotations
@@ -148,9 +149,10 @@ class TraceStore:
             self._recording.flush(self.wait_s, self.on_wait)
 
     def start_recording(self) -> None:
-        """With `recording_process=True`: start the recording process now and return once it
-        is ready (it imports what it needs and opens the store in ~0.5 s, on another core, so
-        callers need not: its first runs wait for it otherwise). No-op without one."""
+        """With `recording_process=True`: return once the recording process is ready (it
+        imports what it needs and opens the store: ~0.5 s, on another core). Until then the
+        first runs' events wait in a pipe; a caller that wants the start out of the way (a
+        server before it takes traffic, a benchmark) calls this first. No-op without one."""
         if self._channel is not None:
             self._channel.flush(even_if_idle=True)
 
