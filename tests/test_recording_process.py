@@ -29,8 +29,10 @@ from agentbench import (
     ToolCall,
     tool,
 )
+from agentbench.runtime.message_view import MessageView
 from agentbench.trace import TraceStore
 from agentbench.trace.errors import StoreNotFoundError
+from agentbench.trace.event_wire import WireReader, WireWriter
 from agentbench.trace.schema import TABLES
 
 SECRET = "sk-shop-7f3a9c2e1b5d8f4a6c0e"
@@ -250,3 +252,26 @@ async def test_a_store_closed_and_used_again_starts_a_new_recording_process(
     runs = {r.run_id: r for r in store.runs()}
     assert set(runs) == set(finished)
     assert {(r.status, r.tool_calls) for r in runs.values()} == {("completed", 1)}
+
+
+def test_a_conversation_goes_over_the_wire_once_and_a_failed_item_sends_none_of_it() -> None:
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    writer, reader = WireWriter(), WireReader(adopt_shapes=False)
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": "a"}]
+    first = MessageView({"role": "system", "content": "s"}, conversation)
+    with pytest.raises(TypeError):
+        writer.item(("request", first, Unprintable()))
+    conversation.append({"role": "assistant", "content": "b"})
+    both = writer.item(("request", first, MessageView(None, conversation)))
+    conversation.append({"role": "user", "content": "c"})
+    third = writer.item(("request", MessageView(None, conversation)))
+    assert b'"c"' not in both and b"content" in third and third.count(b'"a"') == 0
+
+    _, was, now = reader.item(1, both)
+    (_, later) = reader.item(1, third)
+    assert list(was) == [{"role": "system", "content": "s"}, *conversation[:1]]
+    assert list(now) == conversation[:2] and list(later) == conversation
+    assert later.extends(now)  # one list on the reader's side too, as views share it here

@@ -98,6 +98,9 @@ class _WirePickler(pickle.Pickler):
         # id(list) -> [the list, its number, how many of its messages were sent]; each list
         # kept until the hook ends, so its id cannot be reused meanwhile.
         self.sent: dict[int, list[Any]] = {}
+        # id(list) -> how many of its messages the item being pickled sends: counted as sent
+        # once it pickled (an item that fails to leaves the counts as they were).
+        self.sending: dict[int, int] = {}
 
     # Called only for values that are not exactly a builtin scalar or container.
     def reducer_override(self, obj: Any) -> Any:
@@ -119,10 +122,10 @@ class _WirePickler(pickle.Pickler):
         sent = self.sent.get(id(messages))
         if sent is None:
             sent = self.sent[id(messages)] = [messages, len(self.sent), 0]
-        start = sent[2]
+        start = self.sending.get(id(messages), sent[2])
         if shown <= start:  # messages a request holds never change: none is sent twice
             return _view, (sent[1], system, (), start, shown)
-        sent[2] = shown
+        self.sending[id(messages)] = shown
         return _view, (sent[1], system, messages[start:shown], start, shown)
 
 
@@ -209,8 +212,11 @@ class WireWriter:
         pickler = self._pickler
         try:
             pickler.dump(value)
+            for key, shown in pickler.sending.items():
+                pickler.sent[key][2] = shown
         finally:
             pickler.clear_memo()
+            pickler.sending.clear()
         return buffer.getvalue()
 
     def event(self, event: Any) -> bytes:
