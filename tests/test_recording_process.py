@@ -275,3 +275,31 @@ def test_a_conversation_goes_over_the_wire_once_and_a_failed_item_sends_none_of_
     assert list(was) == [{"role": "system", "content": "s"}, *conversation[:1]]
     assert list(now) == conversation[:2] and list(later) == conversation
     assert later.extends(now)  # one list on the reader's side too, as views share it here
+
+
+async def test_a_run_under_way_when_the_recording_process_dies_is_stored_whole(
+    tmp_path: Path,
+) -> None:
+    store = TraceStore(tmp_path / "traces.duckdb", recording_process=True)
+    store.start_recording()
+    process = store._channel._process  # type: ignore[union-attr]
+    assert process is not None
+
+    @tool(effect="read_only")
+    async def fatal(text: str) -> str:
+        """Kills the recording process once it has this run's start in its journal; another
+        run finishes and the store is read before this one ends."""
+        store.flush()
+        process.kill()
+        process.wait()
+        await Runner.run(Agent(name="other"), "b", model=ScriptedModel(["hi"]), store=store)
+        store.flush()
+        return text
+
+    agent = Agent(name="shop", tools=[fatal])
+    answers = [ToolCall("fatal", {"text": "t"}), "done"]
+    result = await Runner.run(agent, "go", model=ScriptedModel(answers), store=store)
+    run = store.run(result.run_id).run
+    assert (run.status, run.tool_calls, run.llm_calls) == ("completed", 1, 2)
+    assert len(store.runs()) == 2
+    store.close()

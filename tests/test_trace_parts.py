@@ -154,3 +154,26 @@ def test_a_long_run_stored_twice_keeps_one_copy_of_its_parts(
     counts = store.sql("SELECT count(*), count(DISTINCT seq) FROM llm_calls").rows
     assert counts == [(STEPS, STEPS)]
     store.close()
+
+
+def test_a_run_stored_as_incomplete_gives_way_to_the_whole_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A recording process died while the run went on: its journal (the run's start and first
+    # parts) is stored first, then the whole run arrives, recorded on by the parent.
+    events = run_events("run_on")
+    reference = TraceStore(tmp_path / "reference.duckdb")
+    record(reference, events)
+    monkeypatch.setattr(recorder, "SPILL_ROWS", 8)
+    db = tmp_path / "traces.duckdb"
+    dead = JournalOnly(db)
+    record(dead, events[: len(events) // 2])
+    dead.journal.close(delete=False)  # its lock goes with the process
+    store = TraceStore(db)
+    assert store.run("run_on").run.status == "incomplete"
+    record(store, events)
+    assert stored(store, "run_on") == stored(reference, "run_on")
+    counts = store.sql("SELECT count(*), count(DISTINCT seq) FROM llm_calls").rows
+    assert counts == [(STEPS, STEPS)]
+    store.close()
+    reference.close()

@@ -5,7 +5,9 @@ hundreds of thousands of rows a second, so a batch of many runs costs little mor
 Eval results travel in the same batches (as durable as the runs they scored). A run that is
 already stored (ingested before a crash, recovered twice, imported again) is skipped by id:
 `runs.run_id` is the primary key, and a conflict switches to a slower path that filters the
-batch first, so the common case pays nothing for it. A long run's parts (rows it left in its
+batch first, so the common case pays nothing for it; a run stored only as `incomplete` (its
+start, from the journal of a process that died while the run went on elsewhere) gives way
+to the whole run. A long run's parts (rows it left in its
 journal while it ran) are read back one at a time and inserted in the same transaction,
 gathered as Arrow tables up to `PART_BYTES` between INSERTs: a part is ~512 rows, and an INSERT
 a part per table cost more than the rows (bounded, so a long run is never all in memory).
@@ -48,6 +50,7 @@ def insert_rows(conn: duckdb.DuckDBPyConnection, rows: RunRows) -> Inserted:
         except duckdb.ConstraintException:
             conn.execute("ROLLBACK")
             conn.execute("BEGIN")
+            _replace_unfinished(conn, tables["runs"])
             skipped = _stored_already(conn, tables["runs"])
             tables = _without(tables, skipped)
             _insert(conn, tables, _RUNS)
@@ -129,6 +132,32 @@ def _one_row_per_run(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
             chosen[run_id] = index
     keep = sorted(chosen.values())
     return {**tables, "runs": runs.take(pa.array(keep, pa.int64()))}
+
+
+def _replace_unfinished(conn: duckdb.DuckDBPyConnection, runs: pa.Table) -> None:
+    """Delete the stored runs this batch finishes that the store has only as `incomplete`,
+    with their rows: the whole run takes their place. Such a start was stored from the
+    journal of a process that died while the run went on elsewhere — a recording process
+    whose parent then recorded the run itself (see `recording_channel`) — and, as within
+    one batch (`_one_row_per_run`), a finished run wins over its start."""
+    incomplete = RunStatus.INCOMPLETE.value
+    statuses = runs.column("status").to_pylist()
+    finished = [
+        run_id
+        for run_id, status in zip(runs.column("run_id").to_pylist(), statuses, strict=True)
+        if status != incomplete
+    ]
+    if not finished:
+        return
+    found = conn.execute(
+        "SELECT run_id FROM runs WHERE status = $incomplete AND list_contains($ids, run_id)",
+        {"incomplete": incomplete, "ids": finished},
+    ).fetchall()
+    if not found:
+        return
+    ids = [row[0] for row in found]
+    for name in (*CHILD_TABLES, "runs"):
+        conn.execute(f"DELETE FROM {name} WHERE list_contains($ids, run_id)", {"ids": ids})
 
 
 def _stored_already(conn: duckdb.DuckDBPyConnection, runs: pa.Table) -> pa.Array:
