@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -302,4 +303,46 @@ async def test_a_run_under_way_when_the_recording_process_dies_is_stored_whole(
     run = store.run(result.run_id).run
     assert (run.status, run.tool_calls, run.llm_calls) == ("completed", 1, 2)
     assert len(store.runs()) == 2
+    store.close()
+
+
+_HOLD_THE_STORE = (
+    "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
+    "time.sleep(float(sys.argv[2]))"
+)
+
+
+def test_runs_go_on_while_a_flush_waits_for_a_busy_store(tmp_path: Path) -> None:
+    db = tmp_path / "traces.duckdb"
+    store = TraceStore(db, recording_process=True, wait_s=3)
+    agent = Agent(name="a")
+    Runner.run_sync(agent, "go", model=ScriptedModel(["hi"]), store=store)
+    store.flush()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_THE_STORE, str(db), "6"], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    Runner.run_sync(agent, "go", model=ScriptedModel(["hi"]), store=store)
+    failed: list[BaseException] = []
+
+    def flush() -> None:
+        try:
+            store.flush()
+        except Exception as exc:  # what stopped the recording process's store, raised here
+            failed.append(exc)
+
+    flushing = threading.Thread(target=flush)
+    flushing.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    Runner.run_sync(agent, "go", model=ScriptedModel(["hi"]), store=store)
+    took = time.monotonic() - started
+    flushing.join()
+    holder.kill()
+    holder.wait()
+    holder.stdout.close()
+    assert took < 1.5  # not the flush's 3 s wait for the store
+    assert [type(exc).__name__ for exc in failed] == ["StoreBusyError"]
+    store.flush()
+    assert len(store.runs()) == 3
     store.close()

@@ -313,14 +313,28 @@ class RecordingChannel:
             self.store.on_wait(item[1])
 
     def _wait_for_flush(self, token: int) -> BaseException | None:
+        """Wait (holding the lock, letting go of it while nothing is to be read) for the
+        answer to flush `token`: the store may be another process's for a while, and hooks
+        on other threads go on meanwhile, as they would recording here."""
+        process = self._process
         deadline = time.monotonic() + self.store.wait_s + _FLUSH_MARGIN_S
         while token not in self._flushed:
             if self._local is not None:
                 return None  # it died: the flush is done here (see `flush`)
+            if self._process is not process:
+                return None  # closed meanwhile, which stored everything it had
             if self._exited or time.monotonic() > deadline:
                 self._take_over("did not answer a flush")
                 return None
-            self._read_replies(0.5)
+            fd = process.stdout.fileno()  # type: ignore[union-attr]
+            self._lock.release()
+            try:
+                select.select([fd], [], [], 0.5)
+            except (OSError, ValueError):  # closed by another thread: seen above next time
+                pass
+            finally:
+                self._lock.acquire()
+            self._read_replies(0.0)
         return self._flushed.pop(token)
 
     def _take_over(self, why: str) -> None:
@@ -343,10 +357,13 @@ class RecordingChannel:
         self._exited = True
         self._local = Feeder(_InProcess(self.store), reply=self._local_reply, adopt_shapes=False)
         kept, self._kept = self._kept, {}
+        self._pending = bytearray()
         for hook in sorted(kept):
             for item in kept[hook]:
-                self._local.apply(hook, item)
-        self._pending = bytearray()
+                try:
+                    self._local.apply(hook, item)
+                except Exception:  # one item the store refuses costs no other item
+                    log.warning("recording an item of recorder %d here failed", hook, exc_info=True)
 
     def _local_reply(self, item: tuple[Any, ...]) -> None:
         pass  # recorded here: nothing to confirm
