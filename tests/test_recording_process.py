@@ -346,3 +346,25 @@ def test_runs_go_on_while_a_flush_waits_for_a_busy_store(tmp_path: Path) -> None
     store.flush()
     assert len(store.runs()) == 3
     store.close()
+
+
+def test_a_forked_child_does_not_keep_the_recording_process_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = TraceStore(tmp_path / "traces.duckdb", recording_process=True)
+    result = Runner.run_sync(Agent(name="a"), "go", model=ScriptedModel(["hi"]), store=store)
+    store.flush()
+    forked = os.fork()  # a multiprocessing "fork" worker, say, still alive as we close
+    if forked == 0:
+        time.sleep(30)
+        os._exit(0)
+    try:
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="agentbench.trace"):
+            store.close()
+        assert time.monotonic() - started < 5  # not the 20 s wait for an exit, then a kill
+        assert not [r for r in caplog.records if "recording process" in r.getMessage()]
+    finally:
+        os.kill(forked, signal.SIGKILL)
+        os.waitpid(forked, 0)
+    assert [r.run_id for r in store.runs()] == [result.run_id]

@@ -132,6 +132,17 @@ class RecordingChannel:
         self._unflushed = False  # items sent since the last flush returned
         self._closing = False
 
+    def forked(self) -> None:
+        """In a forked child: the recording process is the parent's. This copy's ends of its
+        pipes are closed (kept open, the process would never see its input end when the
+        parent closes it), the lock made anew (another thread may have held it at the fork),
+        and the child records through a process of its own once it records."""
+        process = self._process
+        if process is not None:
+            _release(process)  # never written through: the writer holds nothing unwritten
+        self._lock = threading.Lock()
+        self._reset()
+
     # -- called by hooks -------------------------------------------------------------------
     def start(self) -> None:
         """Start the recording process now (it takes a moment to import what it needs; a
@@ -402,6 +413,15 @@ class _InProcess:
 
 
 _open_channels: weakref.WeakSet[RecordingChannel] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for channel in list(_open_channels):
+        _open_channels.discard(channel)
+        channel.forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
