@@ -18,6 +18,7 @@ times. Anything else is returned as it is, and a caller keeps it whole.
 
 from __future__ import annotations
 
+import threading
 import time
 import types
 import typing
@@ -60,6 +61,7 @@ _PACKERS: dict[type[BaseModel], Callable[..., Any]] = {}
 _SHAPE_OF: dict[type[BaseModel], Callable[[set[str]], int]] = {}
 _WIDTHS: dict[type[BaseModel], int] = {}  # items of a class's packed tuples
 _UNPACKERS: dict[type[BaseModel], Callable[..., Any]] = {}
+_NUMBERING = threading.Lock()  # held while a shape is given its number
 EventMaker: TypeAlias = Callable[[dict[str, Any], str, str, list[Any], Any], Any]
 # Per event class and names given (in the order given), its `event_maker`: read directly by
 # the log, since it is looked up for every event of every run.
@@ -118,8 +120,9 @@ def adopt_shape(number: int, cls: type[BaseModel], names: frozenset[str]) -> Non
     packer(cls)
     if cls not in _UNPACKERS:
         raise ValueError(f"{cls.__qualname__} records are never packed")
-    _SHAPES.extend([None] * (number + 1 - len(_SHAPES)))
-    _SHAPES[number] = _Shape(cls, names, _UNPACKERS[cls])
+    with _NUMBERING:
+        _SHAPES.extend([None] * (number + 1 - len(_SHAPES)))
+        _SHAPES[number] = _Shape(cls, names, _UNPACKERS[cls])
 
 
 def event_maker(cls: type[BaseModel], given: tuple[str, ...]) -> EventMaker:
@@ -266,16 +269,20 @@ def _shape_registry(
     by_names: dict[frozenset[str], int] = {}
 
     def shape_of(names: set[str]) -> int:
-        if type(names) is SharedFieldNames:
-            number = by_id[id(names)] = len(_SHAPES)
-            _SHAPES.append(_Shape(cls, names, unpack_record))
+        # Under a lock: two threads numbering shapes at once must not take the same number.
+        with _NUMBERING:
+            if type(names) is SharedFieldNames:
+                number = by_id.get(id(names))
+                if number is None:
+                    number = by_id[id(names)] = len(_SHAPES)
+                    _SHAPES.append(_Shape(cls, names, unpack_record))
+                return number
+            key = frozenset(names)
+            number = by_names.get(key)
+            if number is None:
+                number = by_names[key] = len(_SHAPES)
+                _SHAPES.append(_Shape(cls, key, unpack_record))
             return number
-        key = frozenset(names)
-        number = by_names.get(key)
-        if number is None:
-            number = by_names[key] = len(_SHAPES)
-            _SHAPES.append(_Shape(cls, key, unpack_record))
-        return number
 
     return shape_of
 
