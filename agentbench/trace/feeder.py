@@ -23,8 +23,10 @@ class Feeder:
     """Applies items to recorders over a store: in the recording process, or in the parent
     after that process died (`adopt_shapes` False: the shape numbers are its own)."""
 
-    def __init__(self, store: Any, *, reply: Reply, adopt_shapes: bool) -> None:
+    def __init__(self, store: Any, *, reply: Reply | None, adopt_shapes: bool) -> None:
         self.store = store
+        # None: recording in the process that encoded the items, where no one waits for an
+        # answer (its flush is the store's own).
         self.reply = reply
         self.reader = WireReader(adopt_shapes=adopt_shapes)
         self.recorders: dict[int, Any] = {}
@@ -54,21 +56,25 @@ class Feeder:
         elif tag == "end":
             self.recorders.pop(hook, None)
             self.reader.forget(hook)
-            self.reply(("ended", hook))
+            self._answer(("ended", hook))
         elif tag == "results":
             self.store.record_results(item[1])
-            self.reply(("ended", hook))
+            self._answer(("ended", hook))
         elif tag == "shapes":
             self.reader.adopt(item[1])
         elif tag == "flush":
             try:
                 self.store.flush()
             except Exception as exc:
-                self.reply(("flushed", item[1], _portable_error(exc)))
+                self._answer(("flushed", item[1], _portable_error(exc)))
             else:
-                self.reply(("flushed", item[1], None))
+                self._answer(("flushed", item[1], None))
         else:
             raise ValueError(f"unknown recording item {tag!r}")
+
+    def _answer(self, item: tuple[Any, ...]) -> None:
+        if self.reply is not None:
+            self.reply(item)
 
     def _recorder(self, labels: Any, rules: Any, code_version: str | None) -> Any:
         # The parent's environment secrets are literal values in `rules`: this process's

@@ -366,7 +366,7 @@ class RecordingChannel:
                 process.wait()
             _release(process)
         self._exited = True
-        self._local = Feeder(_InProcess(self.store), reply=self._local_reply, adopt_shapes=False)
+        self._local = Feeder(_InProcess(self.store), reply=None, adopt_shapes=False)
         kept, self._kept = self._kept, {}
         self._pending = bytearray()
         for hook in sorted(kept):
@@ -375,9 +375,6 @@ class RecordingChannel:
                     self._local.apply(hook, item)
                 except Exception:  # one item the store refuses costs no other item
                     log.warning("recording an item of recorder %d here failed", hook, exc_info=True)
-
-    def _local_reply(self, item: tuple[Any, ...]) -> None:
-        pass  # recorded here: nothing to confirm
 
 
 def _release(process: subprocess.Popen[bytes]) -> None:
