@@ -75,6 +75,20 @@ def test_a_filter_that_selects_nothing_is_a_usage_error_and_stores_no_eval(
     assert not (repo / ".agentbench" / "traces.duckdb").exists()
 
 
+@pytest.mark.parametrize("recording_process", ["0", "1"])
+def test_a_store_path_under_a_file_is_a_usage_error(
+    repo: Path, capsys, monkeypatch: pytest.MonkeyPatch, recording_process: str
+) -> None:
+    monkeypatch.setenv("AGENTBENCH_RECORDING_PROCESS", recording_process)
+    blocker = repo / "a-file"
+    blocker.write_text("not a folder")
+    db = blocker / "traces.duckdb"
+    assert main(["run", str(repo / "golden" / "brakes"), "--no-report", "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot make a trace store at {db}: its folder {blocker} cannot be created" in err
+    assert "bug" not in err and "Traceback" not in err
+
+
 def test_an_agent_that_raises_at_import_is_its_suites_error(repo: Path, capsys) -> None:
     agent = repo / "golden" / "brakes" / "agent.py"
     agent.write_text(agent.read_text() + '\nraise RuntimeError("no API settings")\n')

@@ -42,6 +42,7 @@ from agentbench.trace.errors import (
     StoreBusyError,
     StoreFormatError,
     StoreNotFoundError,
+    StorePathError,
     TraceStoreError,
     damaged,
 )
@@ -194,7 +195,13 @@ def _connect(
             "Runner.run(..., store=TraceStore(path)) or AGENTBENCH_DB=path)"
         )
     if write:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a mistyped --db: a file where a folder should be, say
+            raise StorePathError(
+                f"cannot make a trace store at {path}: its folder {path.parent} cannot be "
+                f"created ({exc.strerror}: {exc.filename})"
+            ) from None
         _initialise_if_empty(path)
     spool = spool_dir(path)
     deadline = time.monotonic() + wait_s

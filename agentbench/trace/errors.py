@@ -46,6 +46,10 @@ class StoreNotFoundError(TraceStoreError, UsageError):
     """
 
 
+class StorePathError(TraceStoreError, UsageError):
+    """No store can be made at this path: its folder cannot be created (CLI exit code 2)."""
+
+
 class RunNotFoundError(UsageError):
     """No run with that id (or id prefix) in the store (CLI exit code 2)."""
 
