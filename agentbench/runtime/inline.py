@@ -1,0 +1,185 @@
+"""Sync tools on the event loop's own thread, with a watchdog that interrupts one at its timeout.
+
+Handing a call to another thread and back costs two thread wake-ups: 100-150 µs on a 2-core
+virtual machine, ten times a whole replayed step. A sync tool that computes and returns can
+instead run on the event loop's thread, if something still stops it at its timeout. Python
+cannot stop a thread from outside, but the main thread can be interrupted by a signal: its
+handler runs between two bytecodes of the tool, and a blocking call (`time.sleep`, a socket
+read, a lock, a subprocess wait) returns early to let it run. So calls run here only on the
+main thread, under one watchdog thread that, when a call passes its deadline, sends the main
+thread `INTERRUPT_SIGNAL`, whose handler raises inside the call.
+
+The watchdog is never woken for a call (a wake-up is the very cost being saved): a call only
+sets `_current`, and the watchdog looks at it every `_POLL_S`. So a call is interrupted
+within `_POLL_S` of its deadline. The watchdog exits after `_IDLE_EXIT_S` without calls.
+
+What cannot be interrupted: C code that holds the GIL (on a thread, that would have stalled
+the loop too) or that retries an interrupted system call without letting Python handle the
+signal. The watchdog then logs, once, which tool is stuck and for how long.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("agentbench.tools")
+
+# A real-time signal nobody else is likely to use (SIGUSR1/2 are often taken); macOS has none.
+INTERRUPT_SIGNAL: int = (
+    signal.SIGRTMIN + 4 if hasattr(signal, "SIGRTMIN") else getattr(signal, "SIGUSR2", 0)
+)
+_POLL_S = 0.02
+_IDLE_EXIT_S = 10.0
+# After interrupting, how long until the watchdog says a call could not be interrupted.
+_STUCK_WARNING_S = 1.0
+
+
+class _Interrupted(BaseException):
+    """Raised inside a call past its deadline; a BaseException so `except Exception` in the
+    tool does not swallow it."""
+
+
+class _Watched:
+    """The call running now: its deadline, and whether the watchdog has interrupted it."""
+
+    __slots__ = ("deadline", "interrupted", "name", "raised")
+
+    def __init__(self, name: str, deadline: float) -> None:
+        self.name = name
+        self.deadline = deadline
+        self.interrupted = False  # the watchdog sent the signal
+        self.raised = False  # the handler raised in the call (once: the tool may catch it)
+
+
+_current: _Watched | None = None
+_watchdog_running = False
+_calls = 0  # calls started, so an idle watchdog can tell a quiet spell from a busy one
+_lock = threading.Lock()  # only to start or stop the watchdog, never per call
+_installed = False
+
+
+def available() -> bool:
+    """Whether a call can run here now: on the main thread, with the signal handler ours, and
+    no other call already running here (a tool that runs a nested event loop)."""
+    global _installed
+    if _current is not None or threading.current_thread() is not threading.main_thread():
+        return False
+    if _installed:
+        return signal.getsignal(INTERRUPT_SIGNAL) is _on_signal
+    if not INTERRUPT_SIGNAL or not hasattr(signal, "pthread_kill"):
+        return False
+    if signal.getsignal(INTERRUPT_SIGNAL) not in (signal.SIG_DFL, None):
+        return False  # someone else's signal: leave it alone
+    signal.signal(INTERRUPT_SIGNAL, _on_signal)
+    _installed = True
+    return True
+
+
+def call(name: str, fn: Callable[[], Any], timeout_s: float | None, *, watch: bool) -> Any:
+    """Run `fn` here, in a copy of the caller's context variables (as on a thread: what the
+    tool sets does not leak into the run); raise TimeoutError once it passes `timeout_s`,
+    whether the watchdog interrupted it (`watch`, where `available()`) or it returned (or
+    raised) too late."""
+    global _current, _calls
+    started = time.perf_counter()
+    deadline = None if timeout_s is None else started + timeout_s
+    if deadline is None or not watch:
+        return _unwatched(fn, deadline)
+    watched = _current = _Watched(name, deadline)
+    _calls += 1
+    if not _watchdog_running:
+        _start_watchdog()
+    try:
+        try:
+            value = contextvars.copy_context().run(fn)
+        finally:
+            _current = None
+    except _Interrupted:
+        # Raised at most once a call, so also when it lands in the `finally` above.
+        _current = None
+        raise TimeoutError from None
+    except Exception:
+        if time.perf_counter() > deadline or watched.raised:
+            raise TimeoutError from None
+        raise
+    if time.perf_counter() > deadline or watched.raised:
+        raise TimeoutError
+    return value
+
+
+def _unwatched(fn: Callable[[], Any], deadline: float | None) -> Any:
+    """A call nothing can interrupt: its timeout is cooperative (an overrun, returned or
+    raised, is a timeout, as a thread would have stopped waiting at the deadline)."""
+    try:
+        value = contextvars.copy_context().run(fn)
+    except Exception:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TimeoutError from None
+        raise
+    if deadline is not None and time.perf_counter() > deadline:
+        raise TimeoutError
+    return value
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    watched = _current
+    if watched is not None and watched.interrupted and not watched.raised:
+        watched.raised = True
+        raise _Interrupted
+    # Otherwise the call ended as the signal was sent: nothing to interrupt.
+
+
+def _start_watchdog() -> None:
+    global _watchdog_running
+    with _lock:
+        if _watchdog_running:
+            return
+        _watchdog_running = True
+    main = threading.main_thread().ident
+    threading.Thread(
+        target=_watch, args=(main,), name="agentbench-tool-watchdog", daemon=True
+    ).start()
+
+
+def _watch(main: int) -> None:
+    global _watchdog_running
+    seen, quiet_since = _calls, time.monotonic()
+    warned: _Watched | None = None
+    while True:
+        time.sleep(_POLL_S)
+        watched = _current
+        if watched is None:
+            if _calls != seen:
+                seen, quiet_since = _calls, time.monotonic()
+            elif time.monotonic() - quiet_since > _IDLE_EXIT_S:
+                with _lock:
+                    # Stopped first, then checked: a call that read "running" before this
+                    # has already set `_current` or counted itself, and one that reads
+                    # "stopped" waits for the lock to start a watchdog.
+                    _watchdog_running = False
+                    if _current is None and _calls == seen:
+                        return
+                    _watchdog_running = True
+            continue
+        now = time.perf_counter()
+        if now < watched.deadline:
+            continue
+        if not watched.interrupted:
+            watched.interrupted = True
+            if signal.getsignal(INTERRUPT_SIGNAL) is _on_signal:  # never kill the process
+                signal.pthread_kill(main, INTERRUPT_SIGNAL)
+        elif warned is not watched and now - watched.deadline > _STUCK_WARNING_S:
+            warned = watched
+            log.warning(
+                "tool %r has run on the event loop %.1f s past its timeout and did not stop "
+                "when interrupted (blocked in C code, or it caught the interruption); declare "
+                "it @tool(blocking=True) so it runs on a thread of its own",
+                watched.name,
+                now - watched.deadline,
+            )
