@@ -170,6 +170,7 @@ def test_off_the_main_thread_a_default_tool_stays_on_threads() -> None:
 async def test_a_signal_someone_else_handles_keeps_tools_on_threads() -> None:
     previous = signal.getsignal(inline.INTERRUPT_SIGNAL)
     signal.signal(inline.INTERRUPT_SIGNAL, lambda *_: None)
+    await asyncio.sleep(inline._POLL_S * 5)  # the watchdog, if running, notices at its next look
     try:
         threads: list[int | None] = []
 

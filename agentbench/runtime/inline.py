@@ -61,23 +61,28 @@ _current: _Watched | None = None
 _watchdog_running = False
 _calls = 0  # calls started, so an idle watchdog can tell a quiet spell from a busy one
 _lock = threading.Lock()  # only to start or stop the watchdog, never per call
-_installed = False
+# Whether the interrupt signal's handler is ours: checked when the watchdog starts and at each
+# of its polls, not per call (`signal.getsignal` costs a few µs, a good part of a call here).
+_handler_ours = False
 
 
 def available() -> bool:
     """Whether a call can run here now: on the main thread, with the signal handler ours, and
     no other call already running here (a tool that runs a nested event loop)."""
-    global _installed
-    if _current is not None or threading.current_thread() is not threading.main_thread():
+    global _handler_ours
+    if _current is not None or threading.get_ident() != threading.main_thread().ident:
         return False
-    if _installed:
-        return signal.getsignal(INTERRUPT_SIGNAL) is _on_signal
+    if _handler_ours and _watchdog_running:  # which keeps `_handler_ours` up to date
+        return True
     if not INTERRUPT_SIGNAL or not hasattr(signal, "pthread_kill"):
         return False
-    if signal.getsignal(INTERRUPT_SIGNAL) not in (signal.SIG_DFL, None):
-        return False  # someone else's signal: leave it alone
-    signal.signal(INTERRUPT_SIGNAL, _on_signal)
-    _installed = True
+    handler = signal.getsignal(INTERRUPT_SIGNAL)
+    if handler is not _on_signal:
+        if handler != signal.SIG_DFL:  # someone else's (None: set from C): leave it alone
+            _handler_ours = False
+            return False
+        signal.signal(INTERRUPT_SIGNAL, _on_signal)
+    _handler_ours = True
     return True
 
 
@@ -141,10 +146,19 @@ def _start_watchdog() -> None:
         if _watchdog_running:
             return
         _watchdog_running = True
+    _check_handler()
     main = threading.main_thread().ident
     threading.Thread(
         target=_watch, args=(main,), name="agentbench-tool-watchdog", daemon=True
     ).start()
+
+
+def _check_handler() -> None:
+    """Someone may have set their own handler for the signal since: then calls stop coming
+    here, and none is interrupted (their timeout is cooperative)."""
+    global _handler_ours
+    if _handler_ours and signal.getsignal(INTERRUPT_SIGNAL) is not _on_signal:
+        _handler_ours = False
 
 
 def _watch(main: int) -> None:
@@ -153,6 +167,7 @@ def _watch(main: int) -> None:
     warned: _Watched | None = None
     while True:
         time.sleep(_POLL_S)
+        _check_handler()
         watched = _current
         if watched is None:
             if _calls != seen:
@@ -172,7 +187,7 @@ def _watch(main: int) -> None:
             continue
         if not watched.interrupted:
             watched.interrupted = True
-            if signal.getsignal(INTERRUPT_SIGNAL) is _on_signal:  # never kill the process
+            if _handler_ours:  # never kill the process, nor call someone else's handler
                 signal.pthread_kill(main, INTERRUPT_SIGNAL)
         elif warned is not watched and now - watched.deadline > _STUCK_WARNING_S:
             warned = watched
