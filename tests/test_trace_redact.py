@@ -207,3 +207,49 @@ def test_a_hint_spelled_with_a_kelvin_sign_is_seen_as_the_text_lowers_it() -> No
     assert not redactor.clean('{"note": "api_\u212aey=abcdefgh12345678 → ok"}')  # api_key=…
     assert not redactor.clean_change("x api_\u212aey=1 → ok", 2, 9)
     assert redactor.clean('{"note": "a keyboard → ok"}')  # a hint inside a word, as before
+
+
+def _clean_as_spelled_out(redactor: Redactor, text: str) -> bool:
+    """What `clean` promises, the slow plain way: no tell (a pattern's literal or a known
+    secret value), no cut mark, and no secret key's last word ending a word of the lowered
+    text."""
+    if redactor._tells is not None and redactor._tells.search(text):
+        return False
+    if "…" in text or "\\u2026" in text:
+        return False
+    return not redact_module._ends_a_word(
+        text.lower(), redactor._end_hints, redact_module._WORD_CHARS
+    )
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        RedactionRules(patterns=()),
+        RedactionRules(patterns=(), secret_values=("hunter2hunter2",)),
+        RedactionRules(keys=("x-auth", "sessionId", "k9")),
+        RedactionRules(secret_values=("pässwörd-ünïcode",)),
+    ],
+    ids=["no patterns", "a secret value", "keys and default patterns", "non-ASCII value"],
+)
+def test_the_one_pass_scan_answers_as_each_test_spelled_out(rules: RedactionRules) -> None:
+    """`clean` looks for every tell, cut mark and key hint in one pass over the text's bytes
+    (a hint in any ASCII case, then no letter or digit); it must answer exactly as the tests
+    one by one on the text do, including beside non-ASCII letters."""
+    import random
+
+    redactor = Redactor(rules, environ={})
+    rng = random.Random(7)
+    atoms = [
+        *("key", "KEY", "Key", "auth", "AUTH", "session", "Id", "token", "secret", "k9", "K9"),
+        *("hunter2hunter2", "HUNTER2HUNTER2", "pässwörd-ünïcode", "sk-", "Bearer ", "xox"),
+        *("…", "\\u2026", "İ", "\u212a", "ſ", "é", "_", "-", " ", '"', ":", "a", "0", "x"),
+    ]
+    disagreements = []
+    for _ in range(20_000):
+        text = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 6)))
+        if redactor.clean(text) != _clean_as_spelled_out(redactor, text):
+            disagreements.append(text)
+        elif redactor.clean(text.encode()) != redactor.clean(text):
+            disagreements.append(text.encode())
+    assert disagreements == []
