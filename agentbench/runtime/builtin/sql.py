@@ -226,9 +226,6 @@ def sql_query(
         # The query is interrupted at timeout_s; the tool-level timeout is only a backstop.
         timeout_s=timeout_s + 5.0,
         max_result_chars=max_result_chars,
-        # A query waits on the engine, and one quick query says nothing of the next: always
-        # on a thread, so a slow one never holds up the event loop.
-        blocking=True,
     )
 
 
