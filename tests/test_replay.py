@@ -225,6 +225,14 @@ async def test_tool_policies_recorded_stub_and_fault(cassette_path: Path) -> Non
     assert "timed out" in fault.first.new["result"] and "injected" in fault.first.new["result"]
 
 
+async def test_a_timeout_fault_in_a_tool_without_a_timeout(cassette_path: Path) -> None:
+    endless = tool(effect="read_only", name="get_weather", timeout_s=None)(get_weather.fn)
+    fault = await Replayer(
+        weather_agent(tools=[endless, convert]), tools={"get_weather": "fault:timeout"}
+    ).replay(cassette_path)
+    assert fault.first.new["result"] == "tool 'get_weather' timed out (injected fault)"
+
+
 async def test_missing_interaction_names_the_run_step_and_nearest_requests(
     cassette_path: Path,
 ) -> None:

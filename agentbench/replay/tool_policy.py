@@ -160,8 +160,9 @@ class ReplayTools:
             return ToolResult.ok(self.policies.stubs.get(tool.name))
         if policy is ToolPolicy.FAULT:
             if self.policies.faults.get(tool.name) == "timeout":
+                after = "" if tool.timeout_s is None else f" after {tool.timeout_s:g} s"
                 return ToolResult.system_error(
-                    f"tool {tool.name!r} timed out after {tool.timeout_s:g} s (injected fault)"
+                    f"tool {tool.name!r} timed out{after} (injected fault)"
                 )
             return ToolResult.system_error(f"tool {tool.name!r} failed (injected fault)")
         queue = self._recorded.get(_key(tool.name, arguments))
