@@ -1,13 +1,17 @@
-"""Sync tools on the event loop's own thread, with a watchdog that interrupts one at its timeout.
+"""`blocking=False` sync tools, on the event loop's own thread, under a watchdog that
+interrupts a call at its timeout.
 
 Handing a call to another thread and back costs two thread wake-ups: 100-150 µs on a 2-core
-virtual machine, ten times a whole replayed step. A sync tool that computes and returns can
-instead run on the event loop's thread, if something still stops it at its timeout. Python
-cannot stop a thread from outside, but the main thread can be interrupted by a signal: its
-handler runs between two bytecodes of the tool, and a blocking call (`time.sleep`, a socket
-read, a lock, a subprocess wait) returns early to let it run. So calls run here only on the
-main thread, under one watchdog thread that, when a call passes its deadline, sends the main
-thread `INTERRUPT_SIGNAL`, whose handler raises inside the call.
+virtual machine, ten times a whole replayed step. A tool its author declares pure
+computation (`blocking=False`) runs on the event loop's thread instead, and something must
+still stop it at its timeout (a loop that never ends, a computation far bigger than meant).
+Python cannot stop a thread from outside, but the main thread can be interrupted by a
+signal: its handler runs between two bytecodes of the tool, and a blocking call
+(`time.sleep`, a socket read, a lock, a subprocess wait) returns early to let it run. So on
+the main thread one watchdog thread sends it `INTERRUPT_SIGNAL` when a call passes its
+deadline, and the handler raises inside the call; again, less and less often, for as long
+as the call goes on (a tool may catch it, or be interrupted in cleanup that waits). Off the
+main thread, or where the signal is someone else's, the timeout is cooperative.
 
 The watchdog is never woken for a call (a wake-up is the very cost being saved): a call only
 sets `_current`, and the watchdog looks at it every `_POLL_S`. So a call is interrupted
@@ -15,13 +19,17 @@ within `_POLL_S` of its deadline. The watchdog exits after `_IDLE_EXIT_S` withou
 
 What cannot be interrupted: C code that holds the GIL (on a thread, that would have stalled
 the loop too) or that retries an interrupted system call without letting Python handle the
-signal. The watchdog then logs, once, which tool is stuck and for how long.
+signal (SQLite's busy wait). The watchdog then logs, once, which tool is stuck.
+
+Tools are never moved here on their own (see `tools`): only their author knows that a tool
+does not wait, run an event loop of its own, or keep things bound to its thread.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import signal
 import threading
 import time
@@ -30,13 +38,15 @@ from typing import Any
 
 log = logging.getLogger("agentbench.tools")
 
-# A real-time signal nobody else is likely to use (SIGUSR1/2 are often taken); macOS has none.
-INTERRUPT_SIGNAL: int = (
-    signal.SIGRTMIN + 4 if hasattr(signal, "SIGRTMIN") else getattr(signal, "SIGUSR2", 0)
-)
+# A real-time signal, which nobody else is likely to use. Where there are none (macOS,
+# Windows), no call is interrupted: SIGUSR1/2 are often taken, and a handler set from C
+# (faulthandler's, say) does not show in `signal.getsignal`.
+INTERRUPT_SIGNAL: int = signal.SIGRTMIN + 4 if hasattr(signal, "SIGRTMIN") else 0
 _POLL_S = 0.02
 _IDLE_EXIT_S = 10.0
-# After interrupting, how long until the watchdog says a call could not be interrupted.
+# A call still running after an interruption is interrupted again, at most this far apart.
+_REINTERRUPT_MAX_S = 1.0
+# After its deadline, how long until the watchdog says a call does not stop.
 _STUCK_WARNING_S = 1.0
 
 
@@ -46,15 +56,16 @@ class _Interrupted(BaseException):
 
 
 class _Watched:
-    """The call running now: its deadline, and whether the watchdog has interrupted it."""
+    """The call running now: its deadline, and the watchdog's interruptions of it."""
 
-    __slots__ = ("deadline", "interrupted", "name", "raised")
+    __slots__ = ("deadline", "interrupt_at", "interrupts", "name", "raised")
 
     def __init__(self, name: str, deadline: float) -> None:
         self.name = name
         self.deadline = deadline
-        self.interrupted = False  # the watchdog sent the signal
-        self.raised = False  # the handler raised in the call (once: the tool may catch it)
+        self.interrupt_at = deadline  # when the watchdog sends the signal next
+        self.interrupts = 0  # signals sent
+        self.raised = False  # the handler raised in the call
 
 
 _current: _Watched | None = None
@@ -106,7 +117,7 @@ def call(name: str, fn: Callable[[], Any], timeout_s: float | None, *, watch: bo
         finally:
             _current = None
     except _Interrupted:
-        # Raised at most once a call, so also when it lands in the `finally` above.
+        # Also when it lands in the `finally` above, before `_current` was cleared.
         _current = None
         raise TimeoutError from None
     except Exception:
@@ -134,10 +145,11 @@ def _unwatched(fn: Callable[[], Any], deadline: float | None) -> Any:
 
 def _on_signal(signum: int, frame: object) -> None:
     watched = _current
-    if watched is not None and watched.interrupted and not watched.raised:
+    if watched is not None and watched.interrupts:
         watched.raised = True
         raise _Interrupted
-    # Otherwise the call ended as the signal was sent: nothing to interrupt.
+    # Otherwise the call ended as the signal was sent: nothing to interrupt. (It runs on the
+    # main thread, the one that sets `_current`: a late signal never reaches the next call.)
 
 
 def _start_watchdog() -> None:
@@ -183,18 +195,31 @@ def _watch(main: int) -> None:
                     _watchdog_running = True
             continue
         now = time.perf_counter()
-        if now < watched.deadline:
+        if now < watched.interrupt_at:
             continue
-        if not watched.interrupted:
-            watched.interrupted = True
-            if _handler_ours:  # never kill the process, nor call someone else's handler
-                signal.pthread_kill(main, INTERRUPT_SIGNAL)
-        elif warned is not watched and now - watched.deadline > _STUCK_WARNING_S:
+        # Counted first: the handler may run before this thread gets the GIL back.
+        watched.interrupts += 1
+        watched.interrupt_at = now + min(_REINTERRUPT_MAX_S, _POLL_S * 2**watched.interrupts)
+        # Checked just before: a handler set to SIG_DFL between the two would let the signal
+        # end the process. Nobody else uses this signal; setting it is the one way in.
+        if _handler_ours:
+            signal.pthread_kill(main, INTERRUPT_SIGNAL)
+        if warned is not watched and now - watched.deadline > _STUCK_WARNING_S:
             warned = watched
             log.warning(
-                "tool %r has run on the event loop %.1f s past its timeout and did not stop "
-                "when interrupted (blocked in C code, or it caught the interruption); declare "
-                "it @tool(blocking=True) so it runs on a thread of its own",
+                "tool %r has run on the event loop %.1f s past its timeout and does not stop "
+                "when interrupted (waiting in C code, or catching the interruption); drop "
+                "blocking=False so that it runs on a thread of its own",
                 watched.name,
                 now - watched.deadline,
             )
+
+
+def _after_fork() -> None:
+    """In a forked child: no watchdog runs here, and the call (if any) is the parent's."""
+    global _current, _watchdog_running, _lock
+    _current, _watchdog_running, _lock = None, False, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

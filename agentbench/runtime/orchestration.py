@@ -60,6 +60,7 @@ def handoff_tool(target: Agent) -> Tool:
         effect=Effect.READ_ONLY,
         idempotent=True,
         blocking=False,  # returns a constant: no thread needed
+        timeout_s=None,  # nor a watchdog
     )
     made.parameters["properties"]["reason"]["description"] = "Why this agent should take over."
     made.parameters["properties"]["summary"]["description"] = (
@@ -240,7 +241,14 @@ def dispatch_tool(router_name: str, routes: AgentRegistry) -> Tool:
         return f"Dispatched to {agent_id}."
 
     # The signature is generic; the schema narrows agent_id to the registered ids.
-    made = Tool(dispatch_to_agent, name=DISPATCH_TOOL, effect=Effect.READ_ONLY, blocking=False)
+    # Sets a context variable and returns: no thread, no watchdog.
+    made = Tool(
+        dispatch_to_agent,
+        name=DISPATCH_TOOL,
+        effect=Effect.READ_ONLY,
+        blocking=False,
+        timeout_s=None,
+    )
     model = create_model(
         "DispatchToAgentArguments",
         __config__=ConfigDict(extra="forbid"),

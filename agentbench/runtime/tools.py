@@ -8,17 +8,16 @@ effect, its timeout and whether it is idempotent, which is what replay and paral
 need to know to treat it safely.
 
 Where a sync tool runs (`blocking`):
-* `True`: on a daemon thread (`threads`), so its timeout holds whatever it does, and other
-  runs go on while it waits for I/O. The hand-over costs two thread wake-ups, 0.1-0.2 ms.
+* `True`, the default: on a daemon thread (`threads`), so its timeout holds whatever it does,
+  and other runs go on while it waits for I/O. The hand-over costs two thread wake-ups,
+  0.1-0.2 ms on a small virtual machine.
 * `False` (pure computation: no I/O, no locks, no sleeping): on the event loop's thread
-  (`inline`), where a watchdog interrupts it at its timeout. Off the main thread nothing can
-  interrupt it, and its timeout is cooperative: a call that returns (or raises) after
+  (`inline`), without the hand-over. On the main thread a watchdog interrupts a call at its
+  timeout; elsewhere the timeout is cooperative: a call that returns (or raises) after
   `timeout_s` is reported as timed out, exactly as the thread would have reported it.
-* `None`, the default: on a thread until it has shown it does not wait — `_PROVEN_CALLS`
-  calls in a row, each under `_QUICK_S` and busy for at least half of it (the thread's CPU
-  time against the wall clock) — then on the event loop, where the watchdog can interrupt
-  it (main thread only). A call there that holds the loop longer than `_SLOW_INLINE_S`
-  sends the tool back to threads for good.
+Tools are never moved between the two on their own: a tool that worked on a thread can fail
+on the loop (one that runs `asyncio.run`, or holds a connection made on its thread), and one
+quick call says nothing of the next (a cache miss that goes to the network).
 """
 
 from __future__ import annotations
@@ -47,11 +46,6 @@ from agentbench.runtime.threads import run_in_thread
 from agentbench.runtime.tool_schema import build_function_schema
 
 DEFAULT_TOOL_TIMEOUT_S = 10.0
-# A sync tool whose calls take less than this, computing all along, gains nothing from a
-# thread (it holds the GIL either way) and loses the hand-over, which costs more than it.
-_QUICK_S = 0.002
-_PROVEN_CALLS = 3
-_SLOW_INLINE_S = 0.01
 DEFAULT_MAX_RESULT_CHARS = 2_000
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -173,7 +167,7 @@ class Tool:
         timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
         idempotent: bool = False,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-        blocking: bool | None = None,
+        blocking: bool = True,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -194,16 +188,12 @@ class Tool:
         self.idempotent = idempotent
         self.max_result_chars = max_result_chars
         self.is_async = inspect.iscoroutinefunction(fn)
-        if blocking is False and self.is_async:
+        if not blocking and self.is_async:
             raise ToolDefinitionError(
                 f"tool {self.name!r}: blocking=False is for sync functions; an async tool "
                 "already runs on the event loop"
             )
         self.blocking = blocking
-        # `blocking=None`: quick calls seen in a row on a thread, and whether they were enough.
-        self._quick_calls = 0
-        self.proven_quick = False
-        self._sent_back = False  # held the loop too long once: threads from then on
         schema = build_function_schema(fn, name=self.name, description=description)
         self.description = schema.description
         self.parameters = schema.parameters
@@ -252,16 +242,14 @@ class Tool:
             # An async tool is awaited here, not in a coroutine of its own: one fewer a call.
             if self.is_async:
                 value = await _within(self.fn(**kwargs), self.timeout_s)
-            elif self.blocking is False:
-                value = inline.call(
-                    self.name, self._sync_call(kwargs), self.timeout_s, watch=inline.available()
-                )
-            elif self.proven_quick and inline.available():
-                value = self._call_inline(kwargs)
-            else:
+            elif self.blocking:
                 # In a copy of the run's context variables, as on the event loop.
                 on_thread = functools.partial(copy_context().run, self._sync_call(kwargs))
                 value = await run_in_thread(on_thread, self.timeout_s)
+            else:
+                value = inline.call(
+                    self.name, self._sync_call(kwargs), self.timeout_s, watch=inline.available()
+                )
         except BusinessFailure as exc:
             result = ToolResult.business_failure(exc.message, exc.data, stop=exc.stop)
         except _RaisedByTool as wrapped:
@@ -283,51 +271,16 @@ class Tool:
         """The call of a sync tool, as the thread (or `inline`) runs it.
 
         A TimeoutError the tool raises itself (an HTTP client's, say) is its own failure,
-        not our timeout: it is wrapped so the two are never confused. A `blocking=None` tool
-        not yet proven quick is timed as it runs, wall clock against its thread's CPU time.
+        not our timeout: it is wrapped so the two are never confused.
         """
-        fn = self.fn
-        if self.blocking is None and not (self.proven_quick or self._sent_back):
-
-            def timed_call() -> Any:
-                wall, cpu = time.perf_counter(), time.thread_time()
-                try:
-                    return fn(**kwargs)
-                except TimeoutError as exc:
-                    raise _RaisedByTool(exc) from exc
-                finally:
-                    self._timed(time.perf_counter() - wall, time.thread_time() - cpu)
-
-            return timed_call
 
         def call_sync() -> Any:
             try:
-                return fn(**kwargs)
+                return self.fn(**kwargs)
             except TimeoutError as exc:
                 raise _RaisedByTool(exc) from exc
 
         return call_sync
-
-    def _timed(self, wall_s: float, cpu_s: float) -> None:
-        """Count a thread call towards running on the event loop: quick, and busy (not
-        waiting on I/O, a lock or a sleep) for at least half its time."""
-        if wall_s < _QUICK_S and cpu_s * 2 >= wall_s:
-            self._quick_calls += 1
-            if self._quick_calls >= _PROVEN_CALLS:
-                self.proven_quick = True
-        else:
-            self._quick_calls = 0
-
-    def _call_inline(self, kwargs: dict[str, Any]) -> Any:
-        """A proven-quick tool's call on the event loop, under the watchdog. One that held the
-        loop too long goes back to threads for good: it may be waiting on something."""
-        started = time.perf_counter()
-        try:
-            return inline.call(self.name, self._sync_call(kwargs), self.timeout_s, watch=True)
-        finally:
-            if time.perf_counter() - started > _SLOW_INLINE_S:
-                self.proven_quick = False
-                self._sent_back = True
 
 
 async def _within(call: Awaitable[Any], timeout_s: float | None) -> Any:
@@ -449,7 +402,7 @@ def tool(
     timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
     idempotent: bool = False,
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-    blocking: bool | None = None,
+    blocking: bool = True,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
