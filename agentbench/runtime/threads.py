@@ -1,5 +1,5 @@
 """Where sync tools run off the event loop: reused daemon threads that a hung tool can never
-starve. (Tools whose calls show they never wait run on the loop instead: see `inline`.)
+starve. (Tools declared `blocking=False` run on the event loop instead: see `inline`.)
 
 Python cannot kill a thread, so a sync tool that hangs past its timeout keeps its thread.
 A fixed pool would eventually be all hung tools; a fresh thread per call costs the better
