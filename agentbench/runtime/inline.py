@@ -78,8 +78,9 @@ _handler_ours = False
 
 
 def available() -> bool:
-    """Whether a call can run here now: on the main thread, with the signal handler ours, and
-    no other call already running here (a tool that runs a nested event loop)."""
+    """Whether a call here now can be interrupted at its timeout: on the main thread, with
+    the signal handler ours, and no other watched call running (a tool that runs a nested
+    event loop, whose own calls are then cooperative)."""
     global _handler_ours
     if _current is not None or threading.get_ident() != threading.main_thread().ident:
         return False
