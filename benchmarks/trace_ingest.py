@@ -242,11 +242,8 @@ def main() -> None:
         steps = args.runs * args.steps
         timings = []  # (recorded, inserts only, with open and close), one per attempt
         for attempt in range(args.repeat):  # each into fresh files; the machine is noisy
-            store = TraceStore(folder / f"recorded_{attempt}.duckdb")
-            store.settle()  # create and migrate the file first: the baseline's tables exist too
-            recorded_s = record(store, runs)
-            store.close()
-            timings.append((recorded_s, *raw_insert(store.path, folder / f"raw_{attempt}.duckdb")))
+            recorded_s, raw = timed_pair(folder, f"recorded_{attempt}", runs)
+            timings.append((recorded_s, *raw))
         recorded_s, insert_s, whole_s = (statistics.median(t) for t in zip(*timings, strict=True))
         over_whole = sorted(recorded / whole for recorded, _, whole in timings)
         print(f"trace ingest, {datetime.now(UTC):%Y-%m-%d}: {args.runs} runs x {args.steps} steps")
