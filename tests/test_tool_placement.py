@@ -241,3 +241,20 @@ def test_a_forked_child_gets_a_watchdog_of_its_own() -> None:
     os.waitpid(child, 0)
     assert float(elapsed) < 2
     assert message == "tool 'naps' timed out after 0.2 s"
+
+
+def test_an_interruption_meant_for_an_outer_call_leaves_it_watched() -> None:
+    """A call made inside a watched one is not watched itself; the outer call's interruption
+    passes through it, and the outer call, if it goes on, is interrupted again."""
+    assert inline.available()
+
+    def outer() -> str:
+        with contextlib.suppress(BaseException):
+            inline.call("inner", lambda: _spin(2), 5, watch=inline.available())
+        _spin(2)
+        return "late"
+
+    started = time.perf_counter()
+    with pytest.raises(TimeoutError):
+        inline.call("outer", outer, 0.05, watch=True)
+    assert time.perf_counter() - started < 1.5

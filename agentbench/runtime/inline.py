@@ -102,46 +102,41 @@ def call(name: str, fn: Callable[[], Any], timeout_s: float | None, *, watch: bo
     """Run `fn` here, in a copy of the caller's context variables (as on a thread: what the
     tool sets does not leak into the run); raise TimeoutError once it passes `timeout_s`,
     whether the watchdog interrupted it (`watch`, where `available()`) or it returned (or
-    raised) too late."""
+    raised) too late, as a thread would have stopped waiting at the deadline."""
     global _current, _calls
-    started = time.perf_counter()
-    deadline = None if timeout_s is None else started + timeout_s
-    if deadline is None or not watch:
-        return _unwatched(fn, deadline)
-    watched = _current = _Watched(name, deadline)
-    _calls += 1
-    if not _watchdog_running:
-        _start_watchdog()
+    deadline = None if timeout_s is None else time.perf_counter() + timeout_s
+    watched = None
+    if deadline is not None and watch:
+        watched = _current = _Watched(name, deadline)
+        _calls += 1
+        if not _watchdog_running:
+            _start_watchdog()
     try:
         try:
             value = contextvars.copy_context().run(fn)
         finally:
-            _current = None
+            if watched is not None:
+                _current = None
     except _Interrupted:
+        if watched is None:
+            raise  # the watched call's around this one (a tool running an event loop)
         # Also when it lands in the `finally` above, before `_current` was cleared.
         _current = None
         raise TimeoutError from None
     except Exception:
-        if time.perf_counter() > deadline or watched.raised:
+        if _overran(deadline, watched):
             raise TimeoutError from None
         raise
-    if time.perf_counter() > deadline or watched.raised:
+    if _overran(deadline, watched):
         raise TimeoutError
     return value
 
 
-def _unwatched(fn: Callable[[], Any], deadline: float | None) -> Any:
-    """A call nothing can interrupt: its timeout is cooperative (an overrun, returned or
-    raised, is a timeout, as a thread would have stopped waiting at the deadline)."""
-    try:
-        value = contextvars.copy_context().run(fn)
-    except Exception:
-        if deadline is not None and time.perf_counter() > deadline:
-            raise TimeoutError from None
-        raise
-    if deadline is not None and time.perf_counter() > deadline:
-        raise TimeoutError
-    return value
+def _overran(deadline: float | None, watched: _Watched | None) -> bool:
+    """Past the deadline, or interrupted (a tool that caught it and returned in time)."""
+    if deadline is None:
+        return False
+    return time.perf_counter() > deadline or (watched is not None and watched.raised)
 
 
 def _on_signal(signum: int, frame: object) -> None:
