@@ -328,6 +328,15 @@ async def test_max_steps_total_and_per_run(ctx) -> None:
     assert per_run.reason == "agent triage made 2 model calls in one run; at most 1 allowed per run"
 
 
+async def test_max_steps_min_catches_a_run_stopped_early(ctx) -> None:
+    assert (await score("max_steps", {"min": 4, "max": 4}, ctx)).passed
+    under = await score("max_steps", {"min": 5, "max": 6}, ctx)
+    assert (under.passed, under.value) == (False, 0.8)
+    assert under.reason == "4 model calls; at least 5 expected"
+    with pytest.raises(ScorerConfigError, match=r"min \(3\) is more than max \(2\)"):
+        build_scorer("max_steps", {"min": 3, "max": 2})
+
+
 async def test_token_budget(ctx) -> None:
     total = ctx.usage.total_tokens
     assert (await score("token_budget", total, ctx)).passed

@@ -27,7 +27,7 @@ def _within(
 
 @builtin
 class MaxSteps:
-    """At most so many model calls, over every run of the case (and optionally per run)."""
+    """At most so many model calls over every run of the case (and per run); at least `min`."""
 
     name = "max_steps"
 
@@ -37,6 +37,17 @@ class MaxSteps:
         per_run: int | None = Field(
             None, ge=0, description="Most model calls allowed in any one run (agent)."
         )
+        min: int | None = Field(
+            None,
+            ge=0,
+            description="Fewest model calls expected in the whole case (min = max: exactly).",
+        )
+
+        @model_validator(mode="after")
+        def _ordered(self) -> MaxSteps.Params:
+            if self.min is not None and self.min > self.max:
+                raise ValueError(f"min ({self.min}) is more than max ({self.max})")
+            return self
 
     def __init__(self, params: Params) -> None:
         self.params = params
@@ -62,6 +73,15 @@ class MaxSteps:
                     f"at most {limit} allowed per run",
                     details,
                 )
+        fewest = self.params.min
+        if fewest is not None and total < fewest:
+            return Score(
+                self.name,
+                total / fewest,
+                False,
+                f"{total} model calls; at least {fewest} expected",
+                details,
+            )
         return _within(
             self.name, total, self.params.max, f"{total} model calls", str(self.params.max), details
         )
