@@ -77,6 +77,9 @@ def start_eval(store: Any, run: Any, suites: Sequence[Any], options: Any) -> Non
         # A shard of a CI job matrix: `agentbench merge` lists the shards an eval holds.
         "shards": [str(options.shard)] if getattr(options, "shard", None) else None,
         "strict": options.strict,
+        # Suites whose XPASS fails the gate (`strict_xfail: true`): `agentbench gate` reads
+        # them here, since it gates a stored eval without loading its suites.
+        "strict_xfail": sorted(s.name for s in suites if getattr(s, "strict_xfail", False)),
         "live_from_divergence": options.live_from_divergence,
         "suites": {s.name: str(s.path) for s in suites},
     }

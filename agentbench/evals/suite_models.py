@@ -187,6 +187,11 @@ class Suite(BaseModel):
     concurrency: int | None = Field(
         None, ge=1, description="Cases run at once (default: the harness's)."
     )
+    strict_xfail: bool = Field(
+        False,
+        description="An xfail case that passes (XPASS) fails the gate, like pytest's "
+        "xfail_strict (`--strict-xfail` does it for every suite of a run).",
+    )
     setup: str | None = Field(
         None,
         json_schema_extra={"pattern": REFERENCE_PATTERN},
