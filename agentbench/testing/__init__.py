@@ -14,6 +14,7 @@ from agentbench.testing.server import (
     OpenAICompatibleServer,
     RawBody,
     ReceivedRequest,
+    Trickle,
     completion_body,
     stream_chunks,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "RawBody",
     "ReceivedRequest",
     "ScriptedModel",
+    "Trickle",
     "completion_body",
     "stream_chunks",
 ]

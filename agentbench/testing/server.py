@@ -2,11 +2,12 @@
 
 It speaks `/v1/chat/completions` (plain JSON and server-sent-event streams) and `/v1/models`,
 answering from a script — the same items `ScriptedModel` takes, plus faults: an HTTP error with
-headers, a delay, a raw body, a stream cut off part-way (`CutStream`) — and, once the script
-is used up, from `responder`, a function of the same shape `FunctionModel` takes (`fn(request)`
-or `fn(request, info)`). It records every request it received (body and headers), so a test
-can assert what the real openai SDK actually put on the wire. Streams split text into words
-and tool-call arguments into small fragments, as real providers do.
+headers, a delay, a raw body, a stream cut off part-way (`CutStream`), an answer that trickles
+in piece by piece (`Trickle`) — and, once the script is used up, from `responder`, a function
+of the same shape `FunctionModel` takes (`fn(request)` or `fn(request, info)`). It records
+every request it received (body and headers), so a test can assert what the real openai SDK
+actually put on the wire. Streams split text into words and tool-call arguments into small
+fragments, as real providers do.
 
 `quirks=` makes it behave like a particular real server. `"llama_cpp"` is all of
 llama-cpp-python's server (0.3.x, `--chat_format chatml-function-calling`), each also
@@ -102,6 +103,17 @@ class CutStream:
     partial: bool = False
     chunked: bool = False
     reply: Any = "The whole answer, never delivered in full."
+
+
+@dataclass(frozen=True)
+class Trickle:
+    """Answer with `reply`, `interval_s` between one piece and the next: a model generating
+    slowly (a stream's chunks; a plain body's bytes in `pieces` parts). Each wait is short, so
+    a timeout on each read never fires; only a deadline on the whole answer does."""
+
+    interval_s: float
+    reply: Any = "A slow answer, one piece at a time."
+    pieces: int = 8
 
 
 LLAMA_CPP_QUIRKS = (
@@ -315,6 +327,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_bytes(item.status, item.body.encode(), item.content_type)
             return
         cut = item if isinstance(item, CutStream) else None
+        trickle = item if isinstance(item, Trickle) else None
+        if trickle is not None:
+            item = trickle.reply
         # Like real providers, answer in the name of the model that was asked for.
         model = str(body.get("model") or self.owner.model)
         response = to_response(cut.reply if cut else item, body, model)
@@ -324,10 +339,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.owner._put_back(item)
             self._send_failed_stream()
             return
+        self._pause_s = trickle.interval_s if trickle is not None else 0.0
         if body.get("stream"):
             self._send_stream(response, body, cut)
         elif cut is not None:
             self._send_cut_json(response)
+        elif trickle is not None:
+            self._send_trickled_json(response, trickle)
         else:
             self._send_json(200, completion_body(response, self.owner.model))
 
@@ -385,6 +403,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         self.close_connection = True
 
+    def _send_trickled_json(self, response: ChatResponse, trickle: Trickle) -> None:
+        data = json.dumps(completion_body(response, self.owner.model)).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        size = -(-len(data) // max(1, trickle.pieces))
+        for start in range(0, len(data), size):
+            time.sleep(trickle.interval_s)
+            self.wfile.write(data[start : start + size])
+            self.wfile.flush()
+
+    _pause_s = 0.0  # between one event of a stream and the next (`Trickle`)
+
     def _send_stream(
         self, response: ChatResponse, body: dict[str, Any], cut: CutStream | None = None
     ) -> None:
@@ -411,6 +443,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         for event in events:
+            if self._pause_s:
+                time.sleep(self._pause_s)
             data = event.encode()
             if chunked:
                 data = b"%x\r\n%s\r\n" % (len(data), data)
