@@ -193,8 +193,8 @@ async def test_the_loop_waits_blocked_long_only_while_calls_are_quick(
     class RecordedCall(threads._Call):
         __slots__ = ()
 
-        def __init__(self, fn: Any) -> None:
-            super().__init__(fn)
+        def __init__(self, fn: Any, deadline: float | None) -> None:
+            super().__init__(fn, deadline)
             self.done = Waits(self.done)  # type: ignore[assignment]
 
     monkeypatch.setattr(threads, "_Call", RecordedCall)

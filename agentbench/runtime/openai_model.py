@@ -34,6 +34,7 @@ from openai.resources.chat.completions import AsyncCompletions
 
 from agentbench.errors import ModelError, ModelTimeoutError, UsageError
 from agentbench.runtime.completions import StreamAccumulator, parse_completion
+from agentbench.runtime.deadlines import DeadlineExceeded, within
 from agentbench.runtime.message_view import materialized
 from agentbench.runtime.models import ChatResponse, TextDeltaHandler
 from agentbench.runtime.retry import (
@@ -169,7 +170,7 @@ class OpenAIModel:
         while True:
             attempt += 1
             try:
-                response = await self._attempt(request, on_text_delta)
+                response = await self._attempt_in_time(request, on_text_delta)
             except _Transient as exc:
                 final = self._final_error(exc, attempt, previous_body)
                 if final is not None:
@@ -184,6 +185,29 @@ class OpenAIModel:
             return response.model_copy(
                 update={"latency_ms": (time.perf_counter() - started) * 1000, "attempts": attempt}
             )
+
+    async def _attempt_in_time(
+        self, request: dict[str, Any], on_text_delta: TextDeltaHandler | None
+    ) -> ChatResponse:
+        """One attempt, whole within `timeout_s`: the SDK's timeout bounds each wait for the
+        server (a stream that keeps trickling never trips it), this bounds the answer."""
+        emitted = False
+
+        def passed_on(delta: str) -> None:
+            nonlocal emitted
+            emitted = True
+            on_text_delta(delta)  # type: ignore[misc]
+
+        loop = asyncio.get_running_loop()
+        try:
+            return await within(
+                self._attempt(request, passed_on if on_text_delta is not None else None),
+                loop.time() + self.timeout_s,
+            )
+        except DeadlineExceeded:
+            raise _Transient(
+                f"timed out after {self.timeout_s:g} s", timeout=True, delivered=emitted
+            ) from None
 
     def _final_error(
         self, exc: _Transient, attempt: int, previous_body: str | None

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from agentbench.errors import RunTimeoutError
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context, RunContext
+from agentbench.runtime.deadlines import call_after_pending
 from agentbench.runtime.eager import resume
 from agentbench.runtime.event_log import EventLog
 from agentbench.runtime.events import (
@@ -283,8 +284,10 @@ class RunState:
         assert self.deadline is not None
         if self._alarm is None:
             loop = asyncio.get_running_loop()
-            self._alarm = loop.call_at(
-                loop.time() + (self.deadline - time.monotonic()), self._on_deadline
+            # Behind whatever the loop already queued when it gets there: an await whose
+            # answer arrived in time is woken before the deadline cancels it (`deadlines`).
+            self._alarm = call_after_pending(
+                loop, loop.time() + (self.deadline - time.monotonic()), self._on_deadline
             )
         guard = _Guard(task, task.cancelling())
         self._guards.append(guard)

@@ -13,23 +13,26 @@ its next call (no shared queue, no lock to find an idle thread: the idle list's 
 waits, blocked, for the answer (most sync tools return in microseconds, and this skips a trip
 through the loop; briefly only while calls are slow), then goes back to its other work until
 the thread wakes it or the timeout passes.
+
+The timeout is decided by when the call's outcome arrived, not by which of two callbacks a
+late event loop happens to run first: the thread stamps the moment it publishes the outcome
+(under the same lock the loop reads it with), and an outcome stamped after the deadline is a
+timeout, one stamped before it is the call's answer, however late the loop looks at either
+(`deadlines`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-_IDLE_EXIT_S = 30.0
+from agentbench.runtime.deadlines import NO_CONTEXT, DeadlineExceeded
 
-# For callbacks that only settle a future or cancel a task: they need no copy of the caller's
-# context variables, which `call_soon`/`call_at` would otherwise make.
-NO_CONTEXT = contextvars.Context()
+_IDLE_EXIT_S = 30.0
 # How long the event loop waits, blocked, for a sync tool before going back to its other
 # work and letting the tool's thread wake it. Most sync tools return in microseconds, and an
 # answer given to a blocked wait skips the trip through the loop (a future, a timer, the
@@ -44,16 +47,19 @@ _QUICK_S = 0.0001
 # tools, which is enough to tell a process calling quick tools from one calling slow ones.
 _last_run_s = 0.0
 
-Outcome = tuple[Any, BaseException | None]  # the call's value, or what it raised
+# The call's value, or what it raised, and when it was published (time.monotonic(), the
+# event loop's clock).
+Outcome = tuple[Any, BaseException | None, float]
 
 
 class _Call:
     """One call handed to a thread, and the way its outcome gets back to the caller."""
 
-    __slots__ = ("done", "fn", "future", "hand_over", "loop", "outcome")
+    __slots__ = ("deadline", "done", "fn", "future", "hand_over", "loop", "outcome")
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
+    def __init__(self, fn: Callable[[], Any], deadline: float | None) -> None:
         self.fn = fn
+        self.deadline = deadline  # time.monotonic() by which the outcome must be published
         self.done = threading.Lock()  # released by the thread once `outcome` is set
         self.done.acquire()
         self.outcome: Outcome | None = None
@@ -100,12 +106,16 @@ def _serve(worker: _Worker) -> None:
         assert call is not None
         worker.call = None
         started = time.perf_counter()
+        error: BaseException | None = None
         try:
-            outcome: Outcome = (call.fn(), None)
+            value = call.fn()
         except BaseException as exc:
-            outcome = (None, exc)
+            value, error = None, exc
         _last_run_s = time.perf_counter() - started
         with worker.hand_over:
+            # Stamped under the lock the loop reads `outcome` with: an outcome the loop did
+            # not find when its deadline came is stamped later than that deadline.
+            outcome: Outcome = (value, error, time.monotonic())
             call.outcome = outcome
             future, loop = call.future, call.loop
         # Idle before the caller is woken: it may hand this thread its next call at once.
@@ -115,7 +125,7 @@ def _serve(worker: _Worker) -> None:
             # A tool that outlived its timeout may finish after the loop has closed; its
             # result has no one left to receive it.
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, future, outcome, context=NO_CONTEXT)
+                loop.call_soon_threadsafe(_settle, future, call, context=NO_CONTEXT)
         if not worker.go.acquire(timeout=_IDLE_EXIT_S):
             try:
                 _idle.remove(worker)
@@ -127,44 +137,72 @@ def _serve(worker: _Worker) -> None:
 
 async def run_in_thread(fn: Callable[[], Any], timeout_s: float | None) -> Any:
     """Run a blocking call on a daemon thread; stop waiting for it after `timeout_s`
-    (raising TimeoutError, as `asyncio.timeout` would: one timer, no task cancelled)."""
+    (raising DeadlineExceeded, a TimeoutError: one timer, no task cancelled). An outcome
+    published after the deadline is a timeout, one published before it is the call's
+    answer, however late the loop gets to either."""
     loop = asyncio.get_running_loop()
-    started = loop.time()
-    call = _Call(fn)
+    # time.monotonic(), the clock the thread stamps with (uvloop's `loop.time()` is cached
+    # per iteration, and may run behind it).
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    call = _Call(fn, deadline)
     _submit(call)
     blocked = _BLOCKED_WAIT_S if _last_run_s < _QUICK_S else _BLOCKED_WAIT_AFTER_SLOW_S
     if timeout_s is not None:
         blocked = min(blocked, timeout_s)
     if call.done.acquire(timeout=blocked):
-        return _unpacked(call.outcome)  # type: ignore[arg-type]
+        return _unpacked(call.outcome, deadline)  # type: ignore[arg-type]
     future: asyncio.Future[Any] = loop.create_future()
     with call.hand_over:  # type: ignore[union-attr]
         if call.outcome is not None:  # it finished just as the wait ended
-            return _unpacked(call.outcome)
+            return _unpacked(call.outcome, deadline)
         call.future, call.loop = future, loop
-    if timeout_s is None:
+    if deadline is None:
         return await future
-    timer = loop.call_at(
-        started + timeout_s, _settle, future, (None, TimeoutError()), context=NO_CONTEXT
-    )
+    timer = loop.call_later(timeout_s, _expire, future, call, context=NO_CONTEXT)
     try:
         return await future
     finally:
         timer.cancel()
 
 
-def _settle(future: asyncio.Future[Any], outcome: Outcome) -> None:
+def _settle(future: asyncio.Future[Any], call: _Call) -> None:
+    """The thread's outcome reaches the loop (possibly long after it was published)."""
     if future.done():  # timed out, or the waiting task was cancelled
         return
-    value, error = outcome
-    if error is not None:
+    value, error, _ = call.outcome  # type: ignore[misc]
+    if _late(call.outcome, call.deadline):  # type: ignore[arg-type]
+        future.set_exception(DeadlineExceeded())
+    elif error is not None:
         future.set_exception(error)
     else:
         future.set_result(value)
 
 
-def _unpacked(outcome: Outcome) -> Any:
-    value, error = outcome
+def _expire(future: asyncio.Future[Any], call: _Call) -> None:
+    """The deadline, as the loop sees it: an outcome published in time (its settling still
+    queued behind this) is the answer; none yet means it will come after the deadline."""
+    if future.done():
+        return
+    with call.hand_over:  # type: ignore[union-attr]
+        outcome = call.outcome
+    if outcome is not None:
+        _settle(future, call)
+        return
+    remaining = call.deadline - time.monotonic()  # type: ignore[operator]
+    if remaining > 0:  # a loop whose clock runs behind time.monotonic() fired early
+        call.loop.call_later(remaining, _expire, future, call, context=NO_CONTEXT)  # type: ignore[union-attr]
+        return
+    future.set_exception(DeadlineExceeded())
+
+
+def _late(outcome: Outcome, deadline: float | None) -> bool:
+    return deadline is not None and outcome[2] > deadline
+
+
+def _unpacked(outcome: Outcome, deadline: float | None) -> Any:
+    value, error, _ = outcome
+    if _late(outcome, deadline):
+        raise DeadlineExceeded
     if error is not None:
         raise error
     return value

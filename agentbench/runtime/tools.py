@@ -39,9 +39,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agentbench.errors import ToolDefinitionError
 from agentbench.runtime import inline
 from agentbench.runtime.context import RunContext
+from agentbench.runtime.deadlines import DeadlineExceeded, within
 from agentbench.runtime.eager import resume
 from agentbench.runtime.records import built
-from agentbench.runtime.threads import NO_CONTEXT as _NO_CONTEXT
 from agentbench.runtime.threads import run_in_thread
 from agentbench.runtime.tool_schema import build_function_schema
 
@@ -316,33 +316,17 @@ async def _timed(
     cancelling: int,
     started: float,
 ) -> Any:
-    """The rest of `_within`, for a call that suspended: its timer, from `started`."""
-    expired = False
-
-    def expire() -> None:
-        nonlocal expired
-        expired = True
-        task.cancel()
-
-    timer = None
-    if timeout_s is not None:
-        loop = asyncio.get_running_loop()
-        timer = loop.call_at(started + timeout_s, expire, context=_NO_CONTEXT)
+    """The rest of `_within`, for a call that suspended: its deadline, from `started`, judged
+    on arrival (`deadlines.within`: an answer the loop was handed before the deadline's
+    callback ran is the answer, however late the loop was)."""
     try:
-        return await call
+        if timeout_s is None:
+            return await call
+        return await within(call, started + timeout_s, task=task, cancelling=cancelling)
+    except DeadlineExceeded:
+        raise
     except TimeoutError as exc:
         raise _RaisedByTool(exc) from exc
-    except asyncio.CancelledError:
-        if expired:
-            expired = False
-            if task.uncancel() <= cancelling:
-                raise TimeoutError from None
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-        if expired:  # the deadline passed, but the call ended some other way
-            task.uncancel()
 
 
 class _RaisedByTool(Exception):  # noqa: N818 - internal wrapper, never escapes this module
