@@ -1,4 +1,4 @@
-"""The mutations `detection_power.py` applies: 54 behaviour changes and 10 equivalent rewrites.
+"""The mutations `detection_power.py` applies: 62 behaviour changes and 10 equivalent rewrites.
 
 Each is an exact substitution in one file of the repository. A behaviour-changing mutation
 names the case(s) that must be flagged and, for each, the class and step (the model-call
@@ -51,6 +51,14 @@ RUNTIME = [
         "repeat_stop_at: int = Field(4, ge=2)",
         "the third identical call runs instead of stopping the loop",
         (Expect("brakes/repeated-call-stopped", "extra_step", 3),),
+    ),
+    Mutation(
+        "repeat-stop-earlier",
+        f"{RT}/agent.py",
+        "repeat_stop_at: int = Field(3, ge=2)",
+        "repeat_stop_at: int = Field(2, ge=2)",
+        "the second identical call stops the loop, one model call early",
+        (Expect("brakes/repeated-call-stopped", "missing_step", 2),),
     ),
     Mutation(
         "repeat-key-ignores-arguments",
@@ -180,6 +188,39 @@ RUNTIME = [
         (Expect("memory/pinned-fact-outlives-dropped-turns", "memory_changed", 1),),
     ),
     Mutation(
+        "memory-rejected-call-not-noise",
+        f"{RT}/memory.py",
+        'FAILED_KINDS = frozenset({"system_error", "rejected"})',
+        'FAILED_KINDS = frozenset({"system_error"})',
+        "a call rejected for its arguments is no longer a failed attempt a later success"
+        " supersedes: it is summarized (a memory step the recording lacks) instead of dropped",
+        (Expect("memory/noise-dropped-facts-kept", "extra_step", 5),),
+    ),
+    Mutation(
+        "memory-failed-attempt-note",
+        f"{RT}/memory.py",
+        'f"{line} (failed attempt, later retried)" for line in self._lines(unit)',
+        'f"{line} (failed attempt)" for line in self._lines(unit)',
+        "the summary line kept for a dropped failed attempt is worded differently",
+        (Expect("memory/noise-dropped-facts-kept", "request_drift", 5),),
+    ),
+    Mutation(
+        "memory-keep-recent-default-3",
+        f"{RT}/memory.py",
+        "keep_recent: int = 4  # units",
+        "keep_recent: int = 3  # units",
+        "the default policy keeps three recent units whole instead of four",
+        (Expect("memory_defaults/lookups-past-the-token-budget", "memory_changed", 7),),
+    ),
+    Mutation(
+        "memory-result-chars-default-2500",
+        f"{RT}/memory.py",
+        "tool_result_chars: int = 2_000",
+        "tool_result_chars: int = 2_500",
+        "the default policy cuts tool results at 2,500 characters instead of 2,000",
+        (Expect("memory_defaults/guide-cut-at-default-limit", "memory_changed", 2),),
+    ),
+    Mutation(
         "memory-summary-lines-shorter",
         f"{RT}/memory.py",
         "summary_line_tokens: int = 40",
@@ -253,6 +294,25 @@ RUNTIME = [
         'PINNED_HEADING = "## Facts to keep"',
         "the instructions' pinned-facts section has another heading",
         (Expect("memory/pinned-fact-outlives-dropped-turns", "request_drift", 2),),
+    ),
+]
+
+MCP = [
+    Mutation(
+        "mcp-is-error-as-ok",
+        f"{RT}/mcp/tools.py",
+        "    if result.is_error:\n",
+        "    if result.is_error and structured is not None:\n",
+        "an isError result without structured content is taken for the tool's answer",
+        (Expect("mcp_live/reservation-refused", "tool_result_changed", 1),),
+    ),
+    Mutation(
+        "mcp-text-beside-structured-lost",
+        f"{RT}/mcp/tools.py",
+        'return {"structured": structured, "text": text}',
+        "return structured",
+        "text that says more than the structured content is no longer kept beside it",
+        (Expect("mcp_live/history-text-beside-structured", "tool_result_changed", 1),),
     ),
 ]
 
@@ -463,6 +523,14 @@ GOLDEN_AGENTS = [
         (Expect("memory/lookups-summarized", "memory_changed", 5),),
     ),
     Mutation(
+        "parts-stock-a100",
+        "golden/mcp_live/parts_server.py",
+        '"A-100": {"name": "hydraulic pump seal", "in_stock": 14, "bin": "R3-07"},',
+        '"A-100": {"name": "hydraulic pump seal", "in_stock": 15, "bin": "R3-07"},',
+        "the stub MCP server reports another stock figure (the server process is the copy's)",
+        (Expect("mcp_live/part-in-stock", "tool_result_changed", 1),),
+    ),
+    Mutation(
         "brakes-max-iterations-4",
         "golden/brakes/agent.py",
         "limits=Limits(max_iterations=5, timeout_s=60),",
@@ -587,7 +655,7 @@ EQUIVALENT = [
     ),
 ]
 
-MUTATIONS: list[Mutation] = [*RUNTIME, *BUILTIN_TOOLS, *GOLDEN_AGENTS, *EQUIVALENT]
+MUTATIONS: list[Mutation] = [*RUNTIME, *MCP, *BUILTIN_TOOLS, *GOLDEN_AGENTS, *EQUIVALENT]
 
 if len({m.id for m in MUTATIONS}) != len(MUTATIONS):
     raise ValueError("two mutations share an id")

@@ -37,6 +37,8 @@ POLICIES = {
     "reference-memory": "golden.memory.reference",
     "reference-mechanisms": "golden.mechanisms.reference",
     "reference-mcp-time": "golden.mcp_time.reference",
+    "reference-mcp-live": "golden.mcp_live.reference",
+    "reference-memory-defaults": "golden.memory_defaults.reference",
 }
 
 

@@ -43,6 +43,8 @@ AGENTS = {
     "memory": "golden.memory.agent:travel_agent",
     "mechanisms": "golden.mechanisms.agent:desk",
     "mcp_time": "golden.mcp_time.agent:clock_agent",
+    "mcp_live": "golden.mcp_live.agent:parts_desk",
+    "memory_defaults": "golden.memory_defaults.agent:hiking_guide",
 }
 
 
@@ -158,6 +160,19 @@ CHANGES: dict[str, list[Change]] = {
     "memory": [
         change("tool_result", {"tool_result_changed"}, edit('"Lisbon: 24°C', '"Lisbon: 25°C')),
     ],
+    "memory_defaults": [
+        change(
+            "tool_result",
+            {"tool_result_changed"},
+            edit('"canyon": ("Canyon", 1, "dry"', '"canyon": ("Canyon", 3, "dry"'),
+        ),
+        # The default policy given a larger budget: the summary the recording has goes missing.
+        change(
+            "memory_budget",
+            {"missing_step", "memory_changed"},
+            edit("memory=MemoryPolicy(max_tokens=900)", "memory=MemoryPolicy(max_tokens=5_000)"),
+        ),
+    ],
     "mechanisms": [
         # A request-only token written to the session instead: it now crosses the handoff.
         change(
@@ -176,6 +191,23 @@ CHANGES: dict[str, list[Change]] = {
                 '"Convert time between timezones"',
                 '"Convert a time between time zones"',
                 file="time_tools.json",
+            ),
+        ),
+    ],
+    "mcp_live": [
+        # The stub MCP server answers otherwise: its tools run live, so the result changes.
+        change(
+            "tool_result",
+            {"tool_result_changed"},
+            edit('"in_stock": 14, "bin"', '"in_stock": 12, "bin"', file="parts_server.py"),
+        ),
+        change(
+            "mcp_schema",
+            {"request_drift"},
+            edit(
+                '"Reserve parts for a job; refused when fewer are in stock."',
+                '"Reserve spare parts for a job; refused when fewer are in stock."',
+                file="parts_tools.json",
             ),
         ),
     ],

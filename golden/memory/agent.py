@@ -31,6 +31,29 @@ def weather(city: str) -> str:
     return report
 
 
+NEWS = {
+    "lisbon": (
+        "Lisbon city news. The municipal choir rehearses in the cathedral on Thursday evening; "
+        "the fish market on the riverfront has new opening hours; a local bakery won a prize "
+        "for its custard tarts; the football club signed a goalkeeper from Porto; a photo "
+        "exhibition on old shop signs opens at the city museum; the tram museum repainted two "
+        "historic cars; the botanical garden closes a greenhouse for repairs until spring; "
+        "street artists were invited to paint the walls of an old warehouse in the east. "
+        "Last line of the bulletin: tram 28 is back on its usual route."
+    ),
+}
+
+
+@tool(effect="read_only", idempotent=True)
+def travel_news(city: str) -> str:
+    """Today's local news bulletin for a city (mostly local chatter).
+
+    Args:
+        city: City name, e.g. "Lisbon".
+    """
+    return NEWS.get(city.lower(), f"No news from {city} today.")
+
+
 @tool(effect="write", idempotent=True)
 def remember(ctx: RunContext, fact: str) -> str:
     """Keep a fact about the traveller in mind for the rest of the conversation.
@@ -50,6 +73,6 @@ travel_agent = Agent(
         "the traveller tells you something that matters for the whole trip (an allergy, a "
         "budget), keep it with the remember tool. Answer in one or two sentences."
     ),
-    tools=[weather, remember],
+    tools=[weather, travel_news, remember],
     memory=MemoryPolicy(max_messages=8, keep_recent=2),
 )

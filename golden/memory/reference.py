@@ -39,6 +39,23 @@ def _compare(match: re.Match[str], request: dict[str, Any]) -> Any:
     return f"{warmest} is the warmest at {known[warmest]}°C ({listed})."
 
 
+def _noisy(match: re.Match[str], request: dict[str, Any]) -> Any:
+    # A sloppy model: it reads an irrelevant news bulletin first, then calls the weather tool
+    # with a wrong argument name, then looks each city up. Each step follows from what is
+    # still in view (tool results, or the lines a summary kept of them), as for a model.
+    wanted = [c for c in CITIES if c.lower() in last_user(request).lower()]
+    seen = _everything(request)
+    if "city news" not in seen and "travel_news(" not in seen:
+        return call("travel_news", city=wanted[0])
+    if "weather" not in _called(request) and "weather(" not in seen:
+        return call("weather", town=wanted[0])
+    return _compare(match, request)
+
+
+def _called(request: dict[str, Any]) -> set[str]:
+    return {c["function"]["name"] for m in request["messages"] for c in m.get("tool_calls") or ()}
+
+
 def _remember(match: re.Match[str], request: dict[str, Any]) -> Any:
     if not results_of(request, "remember"):
         return call("remember", fact=f"The traveller is allergic to {match.group(1).lower()}.")
@@ -67,6 +84,7 @@ def _capital(match: re.Match[str], request: dict[str, Any]) -> Any:
 
 
 RULES = [
+    (r"\bany news\b", _noisy),
     (r"\bcompare\b", _compare),
     (r"allergic to (\w+)", _remember),
     (r"snack", _snack),
