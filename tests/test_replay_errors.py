@@ -1,10 +1,12 @@
 """Errors replay as errors: a model call that failed live is in the cassette and fails again.
 
-A run that ended in a model error (an HTTP 500 after retries, a timeout) is recorded with its
-failed call: the real status and body where vcrpy keeps them, and how agentbench reported the
-failure beside them. Replay raises the same error, so the run ends with the same stop reason
-and message and the comparison says unchanged. A replay that runs out of recorded answers is
-never "unchanged", in `agentbench replay` or in a suite.
+A session recorded with `record_session` that ended in a model error (an HTTP 500 after
+retries, a timeout) is recorded with its failed call: the real status and body where vcrpy
+keeps them, and how agentbench reported the failure beside them. Replay raises the same error,
+so the run ends with the same stop reason and message and the comparison says unchanged. A
+replay that runs out of recorded answers is never "unchanged", in `agentbench replay` or in a
+suite. A suite recorded live (`agentbench run --live --record-mode …`) is different: an outage
+says nothing about the code, so it writes no cassette and the case is an infrastructure error.
 """
 
 from __future__ import annotations
@@ -360,9 +362,7 @@ def respond_then_fail(request: dict) -> object:
     return ToolCall("get_weather", {"city": "Paris"})
 
 
-def test_a_suite_records_the_failure_live_and_replays_it_offline(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def failing_suite(tmp_path: Path) -> Path:
     folder = tmp_path / "suites" / "failing"
     (folder / "cases").mkdir(parents=True)
     (folder / "agent.py").write_text(AGENT)
@@ -373,6 +373,13 @@ def test_a_suite_records_the_failure_live_and_replays_it_offline(
           input: {QUESTION}
         """)
     )
+    return folder
+
+
+def test_a_suite_recording_an_outage_is_an_infrastructure_error_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = failing_suite(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
     with OpenAICompatibleServer(responder=respond_then_fail) as server:
         live = main(
@@ -382,8 +389,34 @@ def test_a_suite_records_the_failure_live_and_replays_it_offline(
                 *("--no-report", "--db", str(tmp_path / "live.duckdb")),
             ]
         )
-    assert live == 0, capsys.readouterr().out
-    cassette = Cassette.load(folder / "cassettes" / "paris.yaml")
+    out = capsys.readouterr().out
+    assert live == 3, out
+    assert "the live model failed" in out and "HTTP 500" in out
+    assert not (folder / "cassettes" / "paris.yaml").exists()
+
+
+def test_a_suite_replays_a_recorded_failure_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = failing_suite(tmp_path)
+    agent = load_object(f"{folder / 'agent.py'}:agent")
+
+    async def record(server: OpenAICompatibleServer) -> Cassette:
+        model = live_model(server)
+        try:
+            _, recorded = await record_session(
+                agent,
+                QUESTION,
+                model=model,
+                path=folder / "cassettes" / "paris.yaml",
+                agent_ref="agent.py:agent",
+            )
+        finally:
+            await model.aclose()
+        return recorded
+
+    with OpenAICompatibleServer(responder=respond_then_fail) as server:
+        cassette = asyncio.run(record(server))
     assert [i.failure is None for i in cassette.interactions] == [True, False]
     assert cassette.info["stop_reason"] == "error"
 

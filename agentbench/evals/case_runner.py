@@ -1,10 +1,15 @@
 """Run one case of a suite once: the model from its cassette (or live), then score it.
 
 Replay is the default: the case's cassette answers every model call and the current agent
-code does everything else, so a changed prompt or tool shows up as a changed result. With a
-live model the calls go to a real endpoint and, in a recording mode, are written to the
-cassette — which is how the shipped cassettes were made. Multi-turn cases run turn after turn,
-each continuing the previous turn's conversation and context, all from one cassette.
+code does everything else, so a changed prompt or tool shows up as a changed result. Live
+(`always_live`), every model call goes to a real endpoint and the cassette is never read; it is
+written only when the record mode says so (`once`: where none exists, `all`: always) — which is
+how the shipped cassettes were made. Without `always_live`, `once` replays an existing cassette
+and records a missing one, and `new_episodes` replays and records the calls beyond it. A live
+call that fails for the infrastructure's sake (no connection, a timeout, a 5xx after retries)
+fails the trial as an infrastructure error and leaves the cassette as it was. Multi-turn cases
+run turn after turn, each continuing the previous turn's conversation and context, all from one
+cassette.
 
 Once a request drifts, every recorded answer from there on answers a question the code no
 longer asks: `diverged_at` says where that happened, and with `live_from_divergence` the live
@@ -33,6 +38,7 @@ from agentbench.replay.models import (
     DriftAt,
     RecordingModel,
     ReplayModel,
+    budget_stop,
     locate_drifts,
     unanswered_divergences,
 )
@@ -49,6 +55,11 @@ from agentbench.runtime.runner import Runner
 
 class CaseSetupError(AgentbenchError):
     """A case cannot run: its cassette is missing or unreadable, or no live model is set."""
+
+
+class LiveModelError(CaseSetupError):
+    """A live model call failed for the infrastructure's sake: the trial is an error, not a
+    verdict on the code, and nothing of it was written to the cassette."""
 
 
 @dataclass
@@ -71,6 +82,7 @@ class CasePlan:
     agent_ref: str | None = None  # the suite's `agent:` reference, recorded in the cassette
     suite_dir: Path | None = None  # the suite folder, recorded relative to the cassette
     live_from_divergence: bool = False  # the live model answers from the first drifted call
+    always_live: bool = False  # --live: every call to the live model, the cassette never read
 
 
 @dataclass
@@ -85,6 +97,8 @@ class CaseRun:
     live_from: int | None = None  # the model call (1-based) a live model took over at
     stopped: bool = False  # strict replay stopped the run at its first drifted request
     unanswered: list[int] = field(default_factory=list)  # calls the recording had no answer for
+    # Where runs stopped by the clock (`replay.models.budget_stop`), for the recording.
+    budget_stops: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def result(self) -> RunResult:
@@ -220,6 +234,13 @@ def _model_for(plan: CasePlan) -> tuple[ChatModel, Cassette | None]:
     mode = plan.record_mode
     exists = plan.cassette.is_file()
     live = plan.live() if plan.live is not None else None
+    if plan.always_live:
+        if live is None:
+            raise CaseSetupError(
+                f"case {plan.case_id!r}: --live needs a live model (--model and --base-url, "
+                "OPENAI_BASE_URL / OPENAI_API_KEY, or the suite's model:)"
+            )
+        return RecordingModel(live), None
     if plan.live_from_divergence and live is None:
         raise CaseSetupError(
             f"case {plan.case_id!r}: --live-from-divergence needs a live model "
@@ -257,7 +278,9 @@ def _history(previous: RunResult | None, turn: str | list[dict[str, Any]]) -> An
 
 
 async def run_case(plan: CasePlan) -> CaseRun:
-    """Run every turn of the case; never scores, never raises for the agent's own failures."""
+    """Run every turn of the case; never scores, never raises for the agent's own failures
+    (a live model's infrastructure failure is not the agent's: LiveModelError)."""
+    existed = plan.cassette.is_file()
     model, cassette = _model_for(plan)
     recorded_tools = cassette.info.get("tool_results", ()) if cassette else ()
     requests = (i.request for i in cassette.interactions) if cassette else ()
@@ -276,6 +299,14 @@ async def run_case(plan: CasePlan) -> CaseRun:
         )
     tools = ReplayTools(policies, recorded_tools, requests)
     outcome = CaseRun()
+
+    def note_budget_stop(event: Any) -> None:
+        if event.kind == "run_finished":
+            stop = budget_stop(getattr(model, "answered", 0), event)
+            if stop is not None:
+                outcome.budget_stops.append(stop)
+
+    hooks = [*plan.hooks, note_budget_stop]
     started = time.perf_counter()
     context: Any = plan.context
     previous: RunResult | None = None
@@ -286,7 +317,7 @@ async def run_case(plan: CasePlan) -> CaseRun:
                 _history(previous, turn),
                 model=model,
                 context=context,
-                hooks=plan.hooks,
+                hooks=hooks,
                 tool_interceptor=tools,
                 store=plan.store,
             )
@@ -297,6 +328,12 @@ async def run_case(plan: CasePlan) -> CaseRun:
         if closer is not None:  # a live model's connections belong to this event loop
             await closer()
     outcome.duration_ms = (time.perf_counter() - started) * 1000
+    failure = getattr(model, "failure", None)
+    if failure is not None:
+        raise LiveModelError(
+            f"case {plan.case_id!r}: the live model failed, so this trial says nothing about "
+            f"the code ({failure}); {_left_as_it_was(plan.cassette, existed)}"
+        )
     if isinstance(model, ReplayModel):
         events = [event for turn in outcome.turns for event in turn.all_events]
         outcome.drifts = with_fallback_drifts(model.drifts, fallback_drifts(plan.agent, events))
@@ -305,15 +342,29 @@ async def run_case(plan: CasePlan) -> CaseRun:
         outcome.unanswered = list(model.unanswered)
     if cassette is not None and "trajectory" in cassette.info:
         outcome.recorded = [Step.from_dict(s) for s in cassette.info["trajectory"]]
-    outcome.recorded_to = _save(plan, model, outcome)
+    outcome.recorded_to = _save(plan, model, outcome, existed=existed)
     return outcome
 
 
-def _save(plan: CasePlan, model: ChatModel, outcome: CaseRun) -> Path | None:
-    """Write what went to a live model: a fresh recording, or calls beyond the old one."""
+def _left_as_it_was(path: Path, existed: bool) -> str:
+    if existed:
+        return f"its cassette {path} was left as it was"
+    return f"no cassette was written to {path}"
+
+
+def writes_cassette(mode: RecordMode, *, existed: bool) -> bool:
+    """Whether a live trial in record mode `mode` writes its case's cassette."""
+    return mode is RecordMode.ALL or (mode is RecordMode.ONCE and not existed)
+
+
+def _save(plan: CasePlan, model: ChatModel, outcome: CaseRun, *, existed: bool) -> Path | None:
+    """Write what went to a live model, as the record mode says: a fresh recording, or calls
+    beyond the old one."""
     if not plan.record:
         return None
     if isinstance(model, RecordingModel):
+        if not writes_cassette(plan.record_mode, existed=existed):
+            return None
         cassette = model.cassette
     elif isinstance(model, ReplayModel) and model.live_began is not None:
         # A continuation from a divergence replaces recorded calls: appended to the old
@@ -329,10 +380,16 @@ def _save(plan: CasePlan, model: ChatModel, outcome: CaseRun) -> Path | None:
         outcome.turns, inputs=plan.turns, context=plan.context, agent_ref=plan.agent_ref
     )
     metadata["suite"], metadata["case"] = plan.suite, plan.case_id
+    metadata["budget_stops"] = outcome.budget_stops
+    cap = getattr(getattr(model, "inner", None) or getattr(model, "live", None), "max_tokens", None)
+    if cap is not None:
+        metadata["live_max_tokens"] = cap
     if plan.suite_dir is not None:
         # Relative to the cassette, so `agentbench replay CASSETTE` finds the suite (and
         # builds its agent as the harness does) from any working folder or checkout.
         folder = os.path.relpath(plan.suite_dir.resolve(), plan.cassette.resolve().parent)
         metadata["suite_dir"] = Path(folder).as_posix()
     cassette.update_info(**metadata)
+    if not outcome.budget_stops:  # the usual case: no key at all, rather than an empty one
+        cassette.metadata["agentbench"].pop("budget_stops", None)
     return cassette.save(plan.cassette)

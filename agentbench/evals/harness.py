@@ -29,6 +29,7 @@ from agentbench.evals.outcome_spool import OutcomeSpool
 from agentbench.evals.scorers import Score, ScoreContext, score_all
 from agentbench.evals.shards import Shard, recorded_calls, shared_eval_id, trial_name
 from agentbench.evals.stats import Summary, TrialOutcome, divergence_verdict, summarize
+from agentbench.evals.suite_models import DEFAULT_LIVE_MAX_TOKENS
 from agentbench.replay import cassette_cache
 from agentbench.replay.cassette import RecordMode
 from agentbench.runtime.agent import Agent
@@ -118,10 +119,12 @@ def live_factory(model: Any, options: HarnessOptions) -> Callable[[], ChatModel]
     name = options.model or (model.name if model else None)
     base_url = options.base_url or (model.base_url if model else None)
 
+    cap = model.max_tokens if model is not None else DEFAULT_LIVE_MAX_TOKENS
+
     def make() -> ChatModel:
         from agentbench.runtime.openai_model import OpenAIModel
 
-        return OpenAIModel(name, base_url=base_url)
+        return OpenAIModel(name, base_url=base_url, max_tokens=cap)
 
     return make
 
@@ -197,9 +200,16 @@ class Harness:
         # results): they are redacted once here, with the store's rules, so every output
         # built from a trial's outcome — results rows, JUnit, summaries, reports — is clean.
         self.redactor = Redactor(getattr(store, "redaction", None) or RedactionRules())
-        if options.record_mode is not RecordMode.NONE and not options.live:
+        if options.record_mode is RecordMode.ALL and not options.live:
             raise UsageError(
-                f"--record-mode {options.record_mode.value} records live model calls; add --live"
+                "--record-mode all records every case anew, which calls the model for every "
+                "call: add --live"
+            )
+        if options.record_mode is RecordMode.NEW_EPISODES and options.live:
+            raise UsageError(
+                "--live calls the model for every call and reads no cassette, and --record-mode "
+                "new_episodes replays each cassette and records only the calls beyond it; drop "
+                "--live for new_episodes (it still needs a model endpoint for those calls)"
             )
         if options.live_from_divergence and options.live:
             raise UsageError(
@@ -213,18 +223,20 @@ class Harness:
             )
 
     def check_live_model(self, suites: Sequence[Any]) -> None:
-        """With --live-from-divergence, every suite must have a model to continue with: a
+        """With --live or --live-from-divergence, every suite must have a model to call: a
         name (--model or the suite's `model: name`) and an endpoint (--base-url, the suite's
         `model: base_url`, OPENAI_BASE_URL, or OPENAI_API_KEY for OpenAI's)."""
-        if not self.options.live_from_divergence:
+        options = self.options
+        if options.live:
+            why = "--live calls a live model for every case"
+        elif options.live_from_divergence:
+            why = "--live-from-divergence continues diverged cases with a live model"
+        else:
             return
         for suite in suites:
-            missing = missing_live_model(suite.model, self.options)
+            missing = missing_live_model(suite.model, options)
             if missing is not None:
-                raise UsageError(
-                    f"--live-from-divergence continues diverged cases with a live model; "
-                    f"suite {suite.name!r} has {missing}"
-                )
+                raise UsageError(f"{why}; suite {suite.name!r} has {missing}")
 
     def planned(self, suites: Sequence[Any]) -> list[tuple[Any, Any, int]]:
         """The (suite, case, trial) this eval runs: the selected ones, of this shard only. A
@@ -396,6 +408,7 @@ class Harness:
             agent_ref=suite.agent,
             suite_dir=suite.path,
             live_from_divergence=options.live_from_divergence,
+            always_live=options.live,
         )
         try:
             outcome = await run_case(plan)

@@ -62,6 +62,11 @@ class Pricing(BaseModel):
         ) / 1_000_000
 
 
+# What a live call may generate when the agent's own settings set no limit: a model that loops
+# (a small local one, say) otherwise generates until its context is full, minutes per call.
+DEFAULT_LIVE_MAX_TOKENS = 4096
+
+
 class SuiteModel(BaseModel):
     """The model the suite's agent runs on when live (replay serves the cassettes)."""
 
@@ -71,6 +76,13 @@ class SuiteModel(BaseModel):
     base_url: str | None = Field(None, description="An OpenAI-compatible endpoint.")
     settings: ModelSettings = Field(
         default_factory=ModelSettings, description="Request parameters (temperature, seed…)."
+    )
+    max_tokens: int | None = Field(
+        DEFAULT_LIVE_MAX_TOKENS,
+        ge=1,
+        description="Live calls: the most tokens one answer may have, sent as max_tokens when "
+        "the agent's settings set none (null: send none). Replay is unaffected: the cassette "
+        "records the request the agent built.",
     )
     pricing: Pricing | None = Field(None, description="Prices, for cost and cost_budget.")
 

@@ -8,10 +8,21 @@ recorded answer and keeps the drift, strict replay stops. Beyond the end of the 
 live model can take over (record modes `new_episodes` and `all`, or a fork with `live_from`);
 with `live_from_drift` it takes over at the first call the recording no longer answers — a
 drifted request, or one beyond its end — since every recorded answer from there on would answer
-a question the code no longer asks. A call that failed live (a `ModelError`: an HTTP 500 after
-retries, a timeout) is recorded too, and replays as the same error. A call the recording has no
-answer for is kept in `ReplayModel.unanswered`: the run then ends in an error the recording
-never had, which is a divergence however alike the two runs end (`unanswered_divergences`).
+a question the code no longer asks. A call that failed live (a `ModelError`: an HTTP 500
+after retries, a timeout) is recorded too, and replays as the same error. One that failed for
+the infrastructure's sake (no connection, a timeout, 401/403/404, 408/409/429, a 5xx after
+retries, as opposed to a request the provider refused as malformed) is also kept in `failure`:
+it says nothing about the code, so the eval harness then writes no cassette at all and reports
+the case as an infrastructure error (`case_runner`). A call the recording has no answer for is
+kept in
+`ReplayModel.unanswered`: the run then ends in an error the recording never had, which is a
+divergence however alike the two runs end (`unanswered_divergences`).
+
+A live run that ran out of its time budget stopped after some number of answered calls;
+replayed, its calls take microseconds and it would ask the recording for one more. So a
+recording keeps where each such stop happened (`budget_stops`: after how many answered calls),
+and replay ends the run there with the same timeout (`RecordedTimeout`) instead of asking for
+an answer that was never given.
 """
 
 from __future__ import annotations
@@ -34,10 +45,21 @@ from agentbench.replay.drift import (
 from agentbench.replay.trajectory import trajectory
 from agentbench.runtime.models import ChatModel, ChatResponse, TextDeltaHandler
 from agentbench.runtime.records import assign
+from agentbench.runtime.retry import is_infrastructure_failure
+
+# The stop reasons a live run reaches by the wall clock: replay takes no time, so it stops where
+# the recording did (every other stop reason follows from the answers and the code).
+CLOCK_STOPS = ("timeout",)
 
 
 class ReplayMissingError(AgentbenchError):
     """The code under test made a model call the cassette has no answer for."""
+
+
+class RecordedTimeout(TimeoutError):  # noqa: N818 - a TimeoutError, as the live run's was
+    """The recorded run ran out of its time budget at this point: the replayed run stops here
+    too. A TimeoutError, so the run's deadline handling ends the run with stop reason
+    `timeout` and its usual message, as it ended live."""
 
 
 class RequestDriftError(AgentbenchError):
@@ -135,13 +157,28 @@ def unanswered_divergences(calls: list[int], events: list[Any]) -> list[Divergen
     return found
 
 
+def budget_stop(answered: int, event: Any) -> dict[str, Any] | None:
+    """What a recording keeps of a run that stopped by the clock (`event`, its RunFinished),
+    after `answered` model calls of the session; None for any other stop."""
+    if str(event.stop_reason) not in CLOCK_STOPS:
+        return None
+    return {"after_calls": answered, "stop_reason": str(event.stop_reason), "agent": event.agent}
+
+
 class RecordingModel:
-    """Wraps any ChatModel and appends every call to a cassette, failed calls included."""
+    """Wraps any ChatModel and appends every call to a cassette, failed calls included; the
+    first infrastructure failure is also kept in `failure`."""
 
     def __init__(self, inner: ChatModel, cassette: Cassette | None = None) -> None:
         self.inner = inner
         self.name = inner.name
         self.cassette = cassette if cassette is not None else Cassette()
+        self.failure: ModelError | None = None  # the first infrastructure failure, if any
+
+    @property
+    def answered(self) -> int:
+        """Model calls of the session answered so far (a refusal of the request counts)."""
+        return len(self.cassette.interactions)
 
     async def complete(
         self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
@@ -149,6 +186,8 @@ class RecordingModel:
         try:
             response = await self.inner.complete(request, on_text_delta=on_text_delta)
         except ModelError as exc:
+            if is_infrastructure_failure(exc.status_code):
+                self.failure = self.failure or exc
             # The failure is part of the session: without it, replay would run out of
             # recorded answers where the live run got an error.
             self.cassette.interactions.append(
@@ -192,6 +231,14 @@ class ReplayModel:
         self.drifts: list[Drift] = []
         self.recorded: list[Interaction] = []  # interactions answered live, to append
         self.unanswered: list[int] = []  # 1-based calls the recording had no answer for
+        self.failure: ModelError | None = None  # an infrastructure failure of a live call
+        # Where the recorded runs stopped by the clock, in the order they did: after how many
+        # answered calls (see the module docstring).
+        self._stops = sorted(
+            stop["after_calls"]
+            for stop in cassette.info.get("budget_stops") or ()
+            if isinstance(stop, dict) and isinstance(stop.get("after_calls"), int)
+        )
         self._fingerprints: dict[int, str] = {}
         self._fingerprint = Fingerprinter()  # the current side: incremental per step
         # The recorded side, for a cassette saved without fingerprints: incremental too (its
@@ -208,13 +255,25 @@ class ReplayModel:
     def exhausted(self) -> bool:
         return self.calls >= len(self.cassette.interactions)
 
+    @property
+    def answered(self) -> int:
+        """Model calls of the session answered so far, recorded or live."""
+        return self.calls
+
     async def complete(
         self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
     ) -> ChatResponse:
         started = time.perf_counter()
         index = self.calls
+        live = self._goes_live(index)
+        if self._stops and self._stops[0] <= index and not live:
+            self._stops.pop(0)
+            raise RecordedTimeout(
+                f"the recorded run ran out of its time budget after model call #{index}; "
+                "replayed, it stops there too"
+            )
         self.calls += 1
-        if self._goes_live(index):
+        if live:
             return await self._live(request, on_text_delta)
         if index >= len(self.cassette.interactions):
             if self.live_from_drift:
@@ -288,6 +347,8 @@ class ReplayModel:
         try:
             response = await self.live.complete(request, on_text_delta=on_text_delta)
         except ModelError as exc:
+            if is_infrastructure_failure(exc.status_code):
+                self.failure = self.failure or exc
             self.recorded.append(Interaction.failed(request, exc, uri))
             raise
         self.recorded.append(Interaction.of(request, response, uri))

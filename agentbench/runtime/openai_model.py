@@ -14,6 +14,11 @@ itself, so the same request is asked once more at once without streaming, and it
 the caller as one delta (the response's `raw` is then the non-streamed body). Once text has
 reached the caller, no failure is retried, since a retry would repeat that text. Usage a server
 does not report is estimated and marked `Usage.estimated`.
+
+`max_tokens=N` caps every answer whose request sets no limit of its own (`max_tokens` or
+`max_completion_tokens`), on the wire only: the request a recording keeps is the one the agent
+built. OpenAI's reasoning models refuse `max_tokens` (HTTP 400 naming `max_completion_tokens`);
+on that refusal the cap is sent as `max_completion_tokens` from then on.
 """
 
 from __future__ import annotations
@@ -103,6 +108,7 @@ class OpenAIModel:
         timeout_s: float = 60.0,
         retry: RetryPolicy | None = None,
         default_headers: dict[str, str] | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         resolved = model or os.environ.get("AGENTBENCH_MODEL") or os.environ.get("OPENAI_MODEL")
         if not resolved:
@@ -121,6 +127,8 @@ class OpenAIModel:
                 "base_url= (or OPENAI_BASE_URL) at a local server"
             )
         self.timeout_s = timeout_s
+        self.max_tokens = max_tokens  # sent where a request sets no limit of its own
+        self._cap_key = "max_tokens"  # or max_completion_tokens, once the server asked for it
         self.retry = retry or RetryPolicy()
         self._default_headers = default_headers
         self._client: AsyncOpenAI | None = None
@@ -171,6 +179,11 @@ class OpenAIModel:
             attempt += 1
             try:
                 response = await self._attempt_in_time(request, on_text_delta)
+            except ModelError as exc:
+                if self._wants_other_cap_key(exc, request):
+                    attempt -= 1  # our parameter's name, not the server's failure
+                    continue
+                raise
             except _Transient as exc:
                 final = self._final_error(exc, attempt, previous_body)
                 if final is not None:
@@ -185,6 +198,27 @@ class OpenAIModel:
             return response.model_copy(
                 update={"latency_ms": (time.perf_counter() - started) * 1000, "attempts": attempt}
             )
+
+    def _wants_other_cap_key(self, exc: ModelError, request: dict[str, Any]) -> bool:
+        """The server refused the cap we added as `max_tokens` and asked for
+        `max_completion_tokens` (OpenAI's reasoning models): send it so from now on."""
+        if (
+            exc.status_code != 400
+            or self._cap_key != "max_tokens"
+            or self._capped(request) is None
+            or "max_completion_tokens" not in (exc.body or str(exc))
+        ):
+            return False
+        self._cap_key = "max_completion_tokens"
+        return True
+
+    def _capped(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The cap to add to `request`, or None: no cap, or the request sets its own."""
+        if self.max_tokens is None or "max_tokens" in request:
+            return None
+        if "max_completion_tokens" in request:
+            return None
+        return {self._cap_key: self.max_tokens}
 
     async def _attempt_in_time(
         self, request: dict[str, Any], on_text_delta: TextDeltaHandler | None
@@ -249,6 +283,7 @@ class OpenAIModel:
         body = {k: v for k, v in request.items() if k in _SDK_KEYS}
         extra = {k: v for k, v in request.items() if k not in _SDK_KEYS}
         body.setdefault("model", self.name)
+        body.update(self._capped(request) or {})
         if not body.get("stream"):
             return await self._unstreamed(body, extra, request)
         body.setdefault("stream_options", {"include_usage": True})

@@ -49,6 +49,19 @@ def is_retryable_status(status: int, headers: Mapping[str, str] | None = None) -
     return status in RETRYABLE_STATUS or status >= 500
 
 
+# Statuses that say the request itself was wrong (the code under test built it), not that the
+# provider or the path to it failed: a malformed body, one too large, one that fails the API's
+# validation. Every other failure is the infrastructure's.
+REQUEST_STATUS = frozenset({400, 413, 422})
+
+
+def is_infrastructure_failure(status: int | None) -> bool:
+    """Whether a model call that failed with HTTP `status` (None: no answer at all, or a
+    timeout) failed because of the provider, the network or the setup (a key, a model name)
+    rather than because of the request the agent built."""
+    return status is None or status not in REQUEST_STATUS
+
+
 def repeats_deterministically(previous_body: str | None, body: str | None) -> bool:
     """Whether an error's body is the one the previous attempt got (None: not comparable).
 

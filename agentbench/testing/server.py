@@ -32,6 +32,11 @@ available alone:
   auto) the chat format renders a plain chat prompt and the model can only answer text, so a
   scripted tool call comes back as the text the model then writes, `functions.NAME:\nARGS`
   (seen from Gemma 3 270M), with finish_reason `stop`. Send `tool_choice: auto` to get tools.
+
+`"openai_reasoning"` is OpenAI's reasoning models' one quirk here, `rejects_max_tokens`: a
+request with `max_tokens` gets HTTP 400 `unsupported_parameter`, asking for
+`max_completion_tokens` instead (OpenAI's own body). Either limit is honoured as real servers
+do: a text answer longer than the limit (counted in words) is cut there, finish_reason `length`.
 """
 
 from __future__ import annotations
@@ -123,10 +128,22 @@ LLAMA_CPP_QUIRKS = (
     "no_stream_usage",
     "ignores_tools_without_tool_choice",
 )
+OPENAI_REASONING_QUIRKS = ("rejects_max_tokens",)
 # Each quirk by its name, and each named server as the quirks it has.
 QUIRKS: dict[str, tuple[str, ...]] = {
-    **{quirk: (quirk,) for quirk in LLAMA_CPP_QUIRKS},
+    **{quirk: (quirk,) for quirk in (*LLAMA_CPP_QUIRKS, *OPENAI_REASONING_QUIRKS)},
     "llama_cpp": LLAMA_CPP_QUIRKS,
+    "openai_reasoning": OPENAI_REASONING_QUIRKS,
+}
+# OpenAI's answer to max_tokens sent to a reasoning model, word for word.
+_MAX_TOKENS_REFUSED = {
+    "error": {
+        "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "unsupported_parameter",
+    }
 }
 
 
@@ -309,6 +326,9 @@ class _Handler(BaseHTTPRequestHandler):
                 if errors:
                     self._send_json(500, _llama_cpp_internal_error(errors, self.path))
                     return
+            if "rejects_max_tokens" in self.owner.quirks and "max_tokens" in body:
+                self._send_json(400, _MAX_TOKENS_REFUSED)
+                return
             self._answer(self.owner._next_item(body, info), body, info)
 
     def _answer(self, item: Any, body: dict[str, Any], info: CallInfo) -> None:
@@ -332,7 +352,7 @@ class _Handler(BaseHTTPRequestHandler):
             item = trickle.reply
         # Like real providers, answer in the name of the model that was asked for.
         model = str(body.get("model") or self.owner.model)
-        response = to_response(cut.reply if cut else item, body, model)
+        response = _within_limit(to_response(cut.reply if cut else item, body, model), body)
         if self._ignores_tools(response, body):
             response = _tools_as_text(response)
         if cut is None and self._cannot_stream(response, body):
@@ -468,6 +488,15 @@ def _cut_events(events: list[str], chunks: list[dict[str, Any]], cut: CutStream)
     if cut.done:
         kept.append("data: [DONE]\n\n")
     return kept
+
+
+def _within_limit(response: ChatResponse, body: dict[str, Any]) -> ChatResponse:
+    """A text answer cut at the request's token limit (a word a token), as a server cuts it."""
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    words = (response.text or "").split(" ")
+    if not isinstance(limit, int) or len(words) <= limit:
+        return response
+    return response.model_copy(update={"text": " ".join(words[:limit]), "finish_reason": "length"})
 
 
 def _tools_as_text(response: ChatResponse) -> ChatResponse:
