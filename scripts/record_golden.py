@@ -39,6 +39,7 @@ POLICIES = {
     "reference-mcp-time": "golden.mcp_time.reference",
     "reference-mcp-live": "golden.mcp_live.reference",
     "reference-memory-defaults": "golden.memory_defaults.reference",
+    "reference-negative-controls": "golden.negative_controls.reference",
 }
 
 

@@ -45,6 +45,7 @@ AGENTS = {
     "mcp_time": "golden.mcp_time.agent:clock_agent",
     "mcp_live": "golden.mcp_live.agent:parts_desk",
     "memory_defaults": "golden.memory_defaults.agent:hiking_guide",
+    "negative_controls": "golden.negative_controls.agent:library_desk",
 }
 
 
@@ -209,6 +210,15 @@ CHANGES: dict[str, list[Change]] = {
                 '"Reserve spare parts for a job; refused when fewer are in stock."',
                 file="parts_tools.json",
             ),
+        ),
+    ],    # The recording every control replays changes: the true case regresses; no control turns
+    # true by it, so none passes (an XPASS would be a scorer gone lenient).
+    "negative_controls": [
+        change("tool_result", {"tool_result_changed"}, edit('"shelf": "F-12"', '"shelf": "F-14"')),
+        change(
+            "prompt",
+            {"request_drift"},
+            edit("Look books up before reserving them.", "Look a book up before reserving it."),
         ),
     ],
 }
