@@ -209,19 +209,23 @@ def test_annotations_point_at_the_case_in_its_file(tmp_path: Path) -> None:
         "no cassette at x.yaml%0Are-record"
     )
     assert lines[3] == (
+        "::warning title=agentbench%3A sql/lucky passed unexpectedly (XPASS)::"
+        "marked xfail, and passed"
+    )
+    assert lines[4] == (
         "::warning file=golden/sre/cases/sre.yaml,line=2,"
         "title=agentbench%3A sre/ok is over budget::tokens 10 → 20 (+100%25, budget +20%25)"
     )
-    assert lines[4] == (
+    assert lines[5] == (
         "::warning title=agentbench%3A sre/wobbly is flaky::"
         "baseline: 1/2 trials passed; current: 1/2 trials passed"
     )
-    assert len(lines) == 5  # one per case, not per trial; expected failures never annotate
+    assert len(lines) == 6  # one per case, not per trial; an XFAIL never annotates
 
 
 def test_annotations_without_a_comparison_and_with_a_limit(tmp_path: Path) -> None:
     lines = github_annotations(outcomes(tmp_path), None, root=tmp_path)
-    assert [line.split(" ", 1)[0] for line in lines] == ["::error", "::error"]
+    assert [line.split(" ", 1)[0] for line in lines] == ["::error", "::error", "::warning"]
     assert "title=agentbench%3A sre/broken failed::" in lines[0]
     many = [
         TrialOutcome("s", f"c{i}", 1, "failed", 0.0, [score("x", False, "no")]) for i in range(60)
@@ -246,7 +250,10 @@ def test_markdown_summary_with_a_comparison(tmp_path: Path) -> None:
     assert (
         "pass rate 100.0% → 50.0% (−50.0 points; 95% CI [−80.0, −20.0]; sign test p = 0.01" in text
     )
-    assert "**Regression gate failed:**\n- sre/broken passed in the baseline and fails now." in text
+    assert (
+        "**Gate failed** (exit 1) — judged by: compared with baseline eval_a\n\n"
+        "- sre/broken passed in the baseline and fails now." in text
+    )
     assert "#### Newly failing (1)" in text and "#### Flaky (reported, not gating) (1)" in text
     assert "| `sre/broken` | passed 1/2 → 1/2 trials, score 1.00 → 1.00 |" in text
     assert "### Failing (2)" in text

@@ -182,5 +182,10 @@ def test_what_could_be_written_is_written_when_the_comparison_fails(
     assert "unexpected RuntimeError at" in captured.err and "comparison exploded" in captured.err
     assert "Traceback" not in captured.err
     # the eval, its JUnit, its summary and its report were kept
-    assert junit.read_text().count("<testcase") == 14 and summary.is_file()
+    # 14 cases, and the gate's testcase: an error, as the exit code says
+    assert junit.read_text().count("<testcase") == 15 and summary.is_file()
+    assert '<error message="gate error (exit 3): the comparison with the baseline could not be' in (
+        junit.read_text()
+    )
+    assert summary.read_text().startswith("## agentbench: ⛔ error")
     assert "results: " in captured.out and list((repo / "reports").glob("*/index.html"))

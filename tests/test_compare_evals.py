@@ -106,6 +106,7 @@ def test_a_changed_tool_makes_the_case_newly_failing(two_evals) -> None:
         "gate",
         "cases",
         "baseline_version",
+        "replayed",
         "not_compared",
     ]
     kinds = [(c["case_id"], c["kind"]) for c in data["cases"]]
@@ -313,7 +314,13 @@ def test_kinds_and_their_order(tmp_path: Path) -> None:
         ("i-xfail", "unchanged"),
     ]
     by_id = {c.case_id: c for c in comparison.cases}
-    assert by_id["d-tokens"].reasons == ["tokens 100 → 130 (+30%, budget +20%)"]
+    # Both replayed, but these results have no traces: the recorded usage is not known.
+    assert by_id["d-tokens"].reasons == [
+        "tokens 100 → 130 (+30%, budget +20%)",
+        "the two evals replayed recordings whose usage differs (or is not known): reported, "
+        "not gated",
+    ]
+    assert by_id["d-tokens"].same_recorded_usage is False
     assert by_id["e-score"].score_delta == pytest.approx(0.4)
     assert by_id["g-newly-failing"].reasons == ["cassette missing"]
     assert by_id["g-newly-failing"].current.status == "error"

@@ -44,7 +44,8 @@ def _environment() -> dict[str, str]:
 
 
 def cli(folder: Path, *args: str) -> tuple[int, str]:
-    """One command run in `folder` by this process, as a fresh process would run it."""
+    """One command run in `folder` by this process, as a fresh process would run it (its
+    stdout; with --json, stderr holds the `gate: …` line beside the document)."""
     for name in [m for m in sys.modules if m == "golden" or m.startswith("golden.")]:
         del sys.modules[name]
     code_version.cache_clear()
@@ -52,7 +53,7 @@ def cli(folder: Path, *args: str) -> tuple[int, str]:
     with (
         contextlib.chdir(folder),
         contextlib.redirect_stdout(out),
-        contextlib.redirect_stderr(out),
+        contextlib.redirect_stderr(io.StringIO()),
     ):
         code = main(list(args))
     return code, out.getvalue()

@@ -226,14 +226,34 @@ def test_a_long_list_of_failures_is_cut_and_counted() -> None:
 
 
 def test_a_run_gated_by_its_threshold_gets_the_same_banner_as_its_exit_code() -> None:
-    from agentbench.commands.run_outputs import Verdict, _own_gate
     from agentbench.evals.harness import EvalRun
+    from agentbench.evals.verdict import GateRules, decide
 
     run = EvalRun("eval_x", outcomes=[trial("disk", "passed"), trial("cpu", "failed")])
     # --fail-under 0.5: one of two passed, the gate passed, the exit code is 0 ...
-    gate = _own_gate(run, Verdict(False, baseline_note="gating without one: 50%"))
-    assert gate is not None
-    view = verdict_view(run.outcomes, run.summary, None, gate=gate)
-    assert not view.failed  # ... and the banner says so, though a case failed
-    # Where the gate is the every-case rule, the report reaches it alone: nothing passed in.
-    assert _own_gate(run, Verdict(True)) is None
+    verdict = decide(run.summary, run.outcomes, rules=GateRules(fail_under=0.5))
+    assert verdict.exit_code == 0
+    view = verdict_view(run.outcomes, run.summary, None, gate=verdict.as_dict())
+    assert not view.failed and view.words == "Gate passed"  # ... though a case failed
+    assert view.basis == "no baseline compared: the pass rate must reach 50%"
+    # --fail-under 0.6: the gate fails, exit 1, and the banner says so with the reason.
+    verdict = decide(run.summary, run.outcomes, rules=GateRules(fail_under=0.6))
+    view = verdict_view(run.outcomes, run.summary, None, gate=verdict.as_dict())
+    assert verdict.exit_code == 1 and view.failed and view.exit_code == 1
+    assert view.reasons == ["The pass rate 50.0% is under the required 60.0%."]
+
+
+def test_the_verdict_wins_over_the_comparisons_own_gate() -> None:
+    outcomes = [trial("disk", "passed")]
+    comparison = {"baseline_eval": "eval_a", "gate": {"failed": False, "reasons": []}}
+    error = {
+        "status": "error",
+        "exit_code": 2,
+        "reasons": ["suite error: golden/sre: cannot import"],
+        "basis": "compared with baseline eval_a",
+        "notes": ["baseline eval_a (latest)"],
+    }
+    view = verdict_view(outcomes, summarize(outcomes), comparison, gate=error)
+    assert view.failed and view.words == "Gate ERROR" and view.exit_code == 2
+    assert view.reasons == ["suite error: golden/sre: cannot import"]
+    assert view.notes == ["baseline eval_a (latest)"]

@@ -151,7 +151,10 @@ def test_shards_of_a_regression_merge_into_one_gated_eval(checkout: tuple[Path, 
     ]
     assert "tool_result_changed" in gated.out
     assert "customer_service" in (work / "summary.md").read_text()
-    assert (work / "junit.xml").read_text().count("<testcase") == len(ran)
+    # every trial, and the gate's own testcase, failing as the command exits
+    junit = (work / "junit.xml").read_text()
+    assert junit.count("<testcase") == len(ran) + 1
+    assert '<failure message="gate failed (exit 1): customer_service/' in junit
     report = agentbench(work, "report", eval_id)
     assert report.code == 0, report.err
     diff = agentbench(work, "diff", baseline, eval_id)
@@ -176,7 +179,8 @@ def test_a_missing_shard_fails_the_gate_by_name(checkout: tuple[Path, str]) -> N
     merged = agentbench(work, "merge", "s1.duckdb", "s3.duckdb", "--into", "m.duckdb")
     assert "missing 2/3" in merged.out
     gated = agentbench(work, "gate", "latest", "--db", "m.duckdb", "--no-report")
-    assert gated.code == 1 and "lacks shard(s) 2/3" in gated.err
+    assert gated.code == 1 and "gate: FAILED" in gated.out
+    assert "The eval is partial: it lacks shard(s) 2/3 (it holds 1/3, 3/3)" in gated.out
 
 
 def test_a_parquet_lake_of_shards_merges_back(checkout: tuple[Path, str]) -> None:

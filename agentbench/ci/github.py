@@ -4,7 +4,10 @@ A workflow command printed on stdout becomes an annotation on the pull request's
 case's line in its suite file. Failing cases (one annotation per case, not per trial) are
 errors — titled as regressions when the baseline passed them; flaky cases, budget regressions
 and behaviour changes (scores equal, trajectory not) from the comparison are warnings; a
-significant pass-rate drop is an error without a file.
+significant pass-rate drop is an error without a file. An unexpected pass (XPASS) is an error
+in a strict suite, a warning elsewhere. With the eval's verdict, one that did not pass comes
+first, as an error naming its reasons (a missing shard or a suite that could not load has no
+case to point at).
 Values are escaped by GitHub's workflow-command rules: `%`, `\\r` and `\\n` in messages, and
 also `:` and `,` in properties.
 """
@@ -18,6 +21,7 @@ from typing import Any
 from agentbench.ci.paths import split_source
 from agentbench.evals.compare_text import as_data, describe_divergence, pct, points
 from agentbench.evals.stats import TrialOutcome
+from agentbench.evals.verdict import Verdict
 from agentbench.trace.redact import Redactor
 
 MAX_ANNOTATIONS = 50  # GitHub keeps at most 50 annotations of each type per job
@@ -49,8 +53,10 @@ def github_annotations(
     *,
     root: Path | None = None,
     limit: int = MAX_ANNOTATIONS,
+    verdict: Verdict | None = None,
 ) -> list[str]:
-    """Workflow-command lines for failing, regressed, flaky, over-budget and changed cases."""
+    """Workflow-command lines for the verdict, and failing, regressed, flaky, over-budget,
+    changed and unexpectedly passing cases."""
     outcomes = list(outcomes)
     data = as_data(comparison) if comparison is not None else None
     kinds = {(c["suite"], c["case_id"]): c for c in data["cases"]} if data else {}
@@ -58,6 +64,14 @@ def github_annotations(
     warnings: list[str] = []
     seen: set[tuple[str, str]] = set()
     for outcome in outcomes:
+        if outcome.status == "xpassed" and outcome.key not in seen:
+            seen.add(outcome.key)
+            strict, line = _xpass(outcome, verdict, root)
+            if strict:
+                errors.append((1, line))
+            else:
+                warnings.append(line)
+            continue
         if outcome.status not in ("failed", "error") or outcome.key in seen:
             continue
         seen.add(outcome.key)
@@ -95,11 +109,24 @@ def github_annotations(
                 f"({points(rate['delta'])} points, sign test p = {data['p_value']:.3g})"
             ),
         )
+    if verdict is not None and not verdict.passed:
+        shown = "\n".join(verdict.reasons[:10]) or verdict.basis
+        title = f"agentbench: gate {verdict.words} (exit {verdict.exit_code})"
+        lines.insert(0, command("error", shown, title=title, source=None, root=root))
     lines.extend(warnings)
     if len(lines) > limit:
         hidden = len(lines) - limit + 1
         lines = [*lines[: limit - 1], f"::notice::{hidden} more agentbench annotations not shown"]
     return lines
+
+
+def _xpass(outcome: TrialOutcome, verdict: Verdict | None, root: Path | None) -> tuple[bool, str]:
+    """Whether the unexpected pass fails the gate (a strict suite's), and its annotation."""
+    strict = verdict is not None and verdict.xpass_fails(outcome.suite)
+    title = f"agentbench: {outcome.suite}/{outcome.case_id} passed unexpectedly (XPASS)"
+    message = "marked xfail, and passed" + (": its suite is strict, so the gate fails" * strict)
+    level = "error" if strict else "warning"
+    return strict, command(level, message, title=title, source=outcome.source, root=root)
 
 
 def _trials(change: dict[str, Any]) -> str:

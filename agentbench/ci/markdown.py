@@ -1,12 +1,14 @@
 """The eval as markdown for CI: a PR comment, `--summary-md`, or GitHub's step summary.
 
-Totals per suite, then (with a baseline) the pass-rate change with its interval and p-value,
-the gate's reasons and the changed cases by kind, then every failing case with its file, line
-and reasons. GitHub refuses a step summary over 1 MiB, so the document is kept under
-`MAX_SUMMARY_BYTES`: case lists are shortened (with a note saying how many were left out)
-until it fits, and as a last resort the text is cut at a line. The document is redacted
-before it is measured (outcomes are redacted when scored; a comparison may quote a store
-written by an older version).
+The heading is the eval's verdict (✅ passed, ❌ gate failed, ⛔ error) and right under it
+its reasons, what it was judged by and its notes (the baseline chosen, a partial eval), as
+`run` and `gate` reached it (`evals.verdict`). Then totals per suite, then (with a baseline)
+the pass-rate change with its interval and p-value and the changed cases by kind, then every
+failing case with its file, line and reasons, and the unexpected passes (XPASS). GitHub refuses
+a step summary over 1 MiB, so the document is kept under `MAX_SUMMARY_BYTES`: case lists are
+shortened (with a note saying how many were left out) until it fits, and as a last resort the
+text is cut at a line. The document is redacted before it is measured (outcomes are redacted
+when scored; a comparison may quote a store written by an older version).
 """
 
 from __future__ import annotations
@@ -26,16 +28,19 @@ from agentbench.evals.compare_text import (
     trials_text,
 )
 from agentbench.evals.stats import TrialOutcome
+from agentbench.evals.verdict import ERROR, FAILED, PASSED, Verdict
 from agentbench.trace.redact import Redactor
 
 MAX_SUMMARY_BYTES = 1_000_000  # GitHub's limit is 1 MiB (1,048,576 bytes) per step summary
 _LIST_LIMITS = (None, 500, 100, 20, 5, 0)
 _TITLES = (
     ("newly_failing", "Newly failing"),
-    ("budget_regression", "Budget regressions"),
+    ("xpassed", "XPASS: marked xfail, and passed (gating with --strict-xfail or strict_xfail)"),
+    ("budget_regression", "Budget regressions (gating when both evals replayed the same usage)"),
     ("score_changed", "Score changes"),
     ("flaky", "Flaky (reported, not gating)"),
     ("behaviour_changed", "Behaviour changed, scores equal (gating only with --fail-on-change)"),
+    ("usage_changed", "Tokens or cost changed, replayed (gating only with --fail-on-change)"),
     ("newly_passing", "Newly passing"),
     ("added", "Added (not in the baseline: reported, not gated)"),
     ("removed", "Removed (only in the baseline)"),
@@ -89,14 +94,20 @@ def _case_row(case: dict[str, Any]) -> str:
     return f"| {name} | {cell(trials_text(case))} | {reasons} | {first} |"
 
 
+def _verdict(verdict: Verdict, limit: int | None) -> list[str]:
+    """The verdict's reasons, basis and notes, under the heading that names it."""
+    words = {PASSED: "Gate passed", FAILED: "Gate failed", ERROR: "Gate error"}[verdict.status]
+    exit_code = "" if verdict.passed else f" (exit {verdict.exit_code})"
+    lines = ["", f"**{words}**{exit_code} — judged by: {cell(verdict.basis, 600)}"]
+    if verdict.reasons:
+        lines.append("")
+        lines.extend(_capped([f"- {cell(r, 600)}" for r in verdict.reasons], limit, "reasons"))
+    lines.extend(f"\n> {cell(note, 600)}" for note in verdict.notes)
+    return lines
+
+
 def _comparison(data: dict[str, Any], limit: int | None) -> list[str]:
-    lines = ["", f"### Compared with `{cell(data['baseline_eval'])}`", "", rate_line(data), ""]
-    gate = data["gate"]
-    if gate["failed"]:
-        lines.append("**Regression gate failed:**")
-        lines.extend(_capped([f"- {cell(r, 600)}" for r in gate["reasons"]], limit, "reasons"))
-    else:
-        lines.append("Regression gate passed.")
+    lines = ["", f"### Compared with `{cell(data['baseline_eval'])}`", "", rate_line(data)]
     for kind, title in _TITLES:
         found = [c for c in data["cases"] if c["kind"] == kind]
         if not found:
@@ -135,11 +146,7 @@ def _failing(outcomes: Sequence[TrialOutcome], limit: int | None) -> list[str]:
 
 def _drift(outcomes: Sequence[TrialOutcome], limit: int | None) -> list[str]:
     """Request drift that did not fail its trial (--allow-drift): reported, so it is seen."""
-    reported = [
-        o
-        for o in outcomes
-        if o.drifts and not o.drift_failed
-    ]
+    reported = [o for o in outcomes if o.drifts and not o.drift_failed]
     if not reported:
         return []
     rows = [
@@ -164,49 +171,85 @@ def _drift_cell(outcome: TrialOutcome) -> str:
     return text
 
 
-def _render(run: Any, data: dict[str, Any] | None, failed: bool, limit: int | None) -> str:
-    verdict = "❌ gate failed" if failed else "✅ passed"
+def _xpassed(outcomes: Sequence[TrialOutcome], verdict: Verdict, limit: int | None) -> list[str]:
+    """Expected failures that passed: a failure in a strict suite, a note elsewhere."""
+    rows = [
+        f"| `{cell(o.suite)}/{cell(o.case_id)}` | {o.trial} | {cell(o.source or '')} "
+        f"| {'fails the gate (strict)' if verdict.xpass_fails(o.suite) else 'reported'} |"
+        for o in outcomes
+        if o.status == "xpassed"
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        f"### XPASS: marked xfail, and passed ({len(rows)})",
+        "",
+        "| case | trial | where | gate |",
+        "| --- | ---: | --- | --- |",
+        *_capped(rows, limit, "unexpected passes"),
+    ]
+
+
+_HEADINGS = {PASSED: "✅ passed", FAILED: "❌ gate failed", ERROR: "⛔ error"}
+
+
+def _render(run: Any, data: dict[str, Any] | None, verdict: Verdict, limit: int | None) -> str:
     summary = run.summary
     lines = [
-        f"## agentbench: {verdict}",
+        f"## agentbench: {_HEADINGS[verdict.status]}",
         "",
         f"Eval `{cell(run.eval_id)}` · {summary.cases} cases · {summary.trials} trials"
         + (f" · code `{cell(run.code_version)}`" if run.code_version else ""),
+        *_verdict(verdict, limit),
         "",
         *_totals(run),
     ]
     if data is not None:
         lines += _comparison(data, limit)
     lines += _failing(run.outcomes, limit)
+    lines += _xpassed(run.outcomes, verdict, limit)
     lines += _drift(run.outcomes, limit)
     for error in run.suite_errors:
         lines.append(f"\n> suite error: {cell(error, 600)}")
     return "\n".join(lines) + "\n"
 
 
+def _verdict_without_one(run: Any, data: dict[str, Any] | None, failed: bool | None) -> Verdict:
+    """For a caller with no verdict at hand (the library): the comparison's gate, or the
+    `failed` given, or the rule without a baseline — every counted trial passes."""
+    if data is not None:
+        reasons = [str(r) for r in data["gate"]["reasons"]]
+        failed = data["gate"]["failed"] if failed is None else failed
+        basis = f"compared with baseline {data['baseline_eval']}"
+    else:
+        reasons = []
+        failed = run.summary.failed + run.summary.errors > 0 if failed is None else failed
+        basis = "no baseline compared: every counted trial must pass"
+    return Verdict(FAILED if failed else PASSED, int(bool(failed)), reasons, basis)
+
+
 def markdown_summary(
     run: Any,
     comparison: Any = None,
     *,
+    verdict: Verdict | None = None,
     gate_failed: bool | None = None,
     max_bytes: int = MAX_SUMMARY_BYTES,
 ) -> str:
     """Markdown for an `EvalRun` (and its comparison), at most `max_bytes` of UTF-8.
 
-    `gate_failed` sets the heading's verdict; by default it is the comparison's gate, or,
-    without one, whether any trial failed.
+    `verdict` is what `run` and `gate` decided, and what the heading says; without one,
+    `gate_failed` sets the heading, else the comparison's gate does, else whether any trial
+    failed.
     """
     data = as_data(comparison) if comparison is not None else None
-    if gate_failed is None:
-        gate_failed = (
-            data["gate"]["failed"]
-            if data is not None
-            else run.summary.failed + run.summary.errors > 0
-        )
+    if verdict is None:
+        verdict = _verdict_without_one(run, data, gate_failed)
     redactor = Redactor()  # before the size cuts: a cut must not leave half a secret
     text = ""
     for limit in _LIST_LIMITS:
-        text = redactor.document(_render(run, data, gate_failed, limit))
+        text = redactor.document(_render(run, data, verdict, limit))
         if len(text.encode()) <= max_bytes:
             return text
     note = "\n\n_… summary cut to stay under the step summary size limit_\n"
@@ -216,12 +259,18 @@ def markdown_summary(
 
 
 def write_summary_md(
-    path: str | Path, run: Any, comparison: Any = None, *, gate_failed: bool | None = None
+    path: str | Path,
+    run: Any,
+    comparison: Any = None,
+    *,
+    verdict: Verdict | None = None,
+    gate_failed: bool | None = None,
 ) -> Path:
     """Write `markdown_summary` to `path` (creating its folder); returns the path."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(markdown_summary(run, comparison, gate_failed=gate_failed), "utf-8")
+    text = markdown_summary(run, comparison, verdict=verdict, gate_failed=gate_failed)
+    target.write_text(text, "utf-8")
     return target
 
 

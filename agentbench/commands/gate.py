@@ -2,7 +2,9 @@
 
 For an eval that was not run in one go — the shards of a CI job matrix merged with
 `agentbench merge` — this is the step that compares it with its baseline, writes the JUnit,
-Markdown summary and HTML report, and exits as `run` would (0 passed, 1 gate failed).
+Markdown summary and HTML report, and exits as `run` would (0 passed, 1 gate failed, 2 a
+suite could not be loaded, 3 a case could not run). An eval that lacks some of its shards —
+merged from only some stores, or one shard's store not merged at all — fails, naming them.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from pathlib import Path
 import click
 import orjson
 
-from agentbench.commands.run import EXIT_GATE, EXIT_INFRA, EXIT_OK
-from agentbench.commands.run_outputs import gate_options, judge, show, write_outputs
+from agentbench.commands.run_outputs import finish, gate_options, judge, show, write_outputs
 from agentbench.commands.traces import open_store, reports_dir, store_options
 from agentbench.errors import UsageError
 from agentbench.evals.harness import EvalRun
@@ -39,6 +40,7 @@ def gate(
     budget_pct: float,
     fail_under: float | None,
     fail_on_change: bool,
+    strict_xfail: bool,
     junit: Path | None,
     summary_md: Path | None,
     report_dir: Path | None,
@@ -67,9 +69,6 @@ def gate(
         code_version=row[0],
         started_at=row[2],
     )
-    missing = (stored.get("shards") or {}).get("missing") or []
-    if missing:
-        click.echo(f"warning: eval {eval_id} lacks shard(s) {', '.join(missing)}", err=True)
     repo = find_work_tree(Path.cwd()) or Path.cwd()
     verdict = judge(
         store,
@@ -80,6 +79,7 @@ def gate(
         budget_pct=budget_pct,
         fail_under=fail_under,
         fail_on_change=fail_on_change,
+        strict_xfail=strict_xfail,
     )
     written = write_outputs(
         store,
@@ -90,9 +90,4 @@ def gate(
         summary_md=summary_md,
     )
     show(result, verdict, written, store_path=store.path, fail_under=fail_under, as_json=as_json)
-    for problem in (verdict.failure, *written.failures):
-        if problem is not None:
-            raise problem
-    if result.summary.errors and fail_under is None:
-        return EXIT_INFRA
-    return EXIT_GATE if verdict.gate_failed or missing else EXIT_OK
+    return finish(verdict, written)

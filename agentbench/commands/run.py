@@ -4,8 +4,9 @@ By default every case replays its cassette (no network, no API key); `--live` se
 calls to a real endpoint (OPENAI_BASE_URL / OPENAI_API_KEY, or `--base-url` and `--model`)
 and, with `--record-mode`, writes the cassettes; `--live-from-divergence` replays each case up
 to its first drifted request and lets the live model answer the rest. Exit codes: 0 passed,
-1 the gate failed (a failing case, a pass rate under `--fail-under`, or with
-`--fail-on-change` a case that behaves differently from the baseline), 2 a suite file is
+1 the gate failed (a failing case, a pass rate under `--fail-under`, an XPASS with
+`--strict-xfail`, or with `--fail-on-change` a case that behaves differently from the
+baseline), 2 a suite file is
 invalid or the options cannot work together (the valid suites still run), 3 a case could not
 run at all (a missing or corrupt cassette).
 """
@@ -21,7 +22,14 @@ from typing import Any
 import click
 
 from agentbench.commands import summary as summary_text
-from agentbench.commands.run_outputs import gate_options, judge, show, write_outputs
+from agentbench.commands.run_outputs import (
+    check_shard_options,
+    finish,
+    gate_options,
+    judge,
+    show,
+    write_outputs,
+)
 from agentbench.commands.traces import open_store, store_options
 from agentbench.errors import UsageError
 from agentbench.evals.against import run_against
@@ -160,6 +168,7 @@ def run(
     against: str | None,
     budget_pct: float,
     fail_on_change: bool,
+    strict_xfail: bool,
     junit: Path | None,
     summary_md: Path | None,
     report_dir: Path | None,
@@ -201,6 +210,7 @@ def run(
     lake = lake_folder(results_lake) if results_lake is not None else None
     if baseline is not None and against is not None:
         raise UsageError("--baseline and --against both name a baseline; give one")
+    check_shard_options(options.shard, baseline, against, fail_on_change)
     store = open_store(db or default_path(root), wait_s, recording_process=_recording_process())
     # Closed at the end: the recording process stores the last runs and exits with the command.
     with store:
@@ -241,6 +251,8 @@ def run(
             budget_pct=budget_pct,
             fail_under=fail_under,
             fail_on_change=fail_on_change,
+            strict_xfail=strict_xfail,
+            shard=options.shard,
         )
         written = write_outputs(
             store,
@@ -253,15 +265,8 @@ def run(
         show(
             result, verdict, written, store_path=store.path, fail_under=fail_under, as_json=as_json
         )
-        # The eval and every output that could be written are kept; now say what went wrong.
-        for problem in (verdict.failure, *written.failures):
-            if problem is not None:
-                raise problem
-        if found.errors or len(result.suite_errors) > len(found.errors):
-            return EXIT_USAGE
-        if result.summary.errors and fail_under is None:
-            return EXIT_INFRA
-        return EXIT_GATE if verdict.gate_failed else EXIT_OK
+        # The eval and every output that could be written are kept: exit as the verdict says.
+        return finish(verdict, written)
 
 
 def _recording_process() -> bool:

@@ -1,11 +1,14 @@
-"""What `agentbench run` leaves behind once the eval is stored: the verdict and its outputs.
+"""What `agentbench run` and `agentbench gate` leave behind once the eval is stored: the
+verdict and its outputs.
 
-`judge` picks the baseline (saying which and why), compares and applies the gate; `write_outputs`
-writes the JUnit file, the Markdown summaries, the annotations and the HTML report; `show`
-prints the summary (or JSON). Each step is guarded on its own: a comparison that fails still
-leaves the JUnit file and the report of the eval, and a report that cannot be written still
-leaves the JUnit file — the failure is kept and raised after everything that could be written
-was, so CI always has something to attach.
+`judge` picks the baseline (saying which and why), compares, and reaches the one verdict
+(`evals.verdict.decide`); `write_outputs` writes the JUnit file, the Markdown summaries, the
+annotations and the HTML report; `show` prints the summary (or JSON) and the `gate: …` line.
+All of them render that one verdict, and the command exits with its code. Each step is guarded
+on its own: a comparison that fails still leaves the JUnit file and the report of the eval (the
+verdict is then an error), and a report that cannot be written still leaves the JUnit file —
+the failure is kept and raised after everything that could be written was, so CI always has
+something to attach.
 """
 
 from __future__ import annotations
@@ -27,23 +30,17 @@ from agentbench.ci import (
     write_summary_md,
 )
 from agentbench.commands import summary as summary_text
+from agentbench.errors import UsageError
 from agentbench.evals.baseline import find_baseline
 from agentbench.evals.compare import Comparison, compare_evals
 from agentbench.evals.compare_text import comparison_text
-from agentbench.evals.gate import gate
+from agentbench.evals.gate import StrictXfail
+from agentbench.evals.results_store import eval_config
+from agentbench.evals.shards import Shard, ShardSet
+from agentbench.evals.verdict import GateRules, Verdict, decide
 from agentbench.report import write_report
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass
-class Verdict:
-    """The gate's answer, the comparison behind it, and the baseline chosen (and why)."""
-
-    gate_failed: bool
-    comparison: Comparison | None = None
-    baseline_note: str | None = None
-    failure: Exception | None = None  # the comparison could not be made
 
 
 @dataclass
@@ -56,6 +53,26 @@ class Written:
     failures: list[Exception] = field(default_factory=list)
 
 
+def check_shard_options(
+    shard: Shard | None, baseline: str | None, against: str | None, fail_on_change: bool
+) -> None:
+    """`run --shard` judges its own trials: the baseline comparison is the merged eval's."""
+    if shard is None:
+        return
+    for flag, given in (
+        ("--baseline", baseline),
+        ("--against", against),
+        ("--fail-on-change", fail_on_change),
+    ):
+        if given:
+            raise UsageError(
+                f"--shard {shard} with {flag}: a shard is one part of the eval and is gated on "
+                "its own trials; `agentbench merge` the shards' stores, then `agentbench gate "
+                f"EVAL_ID {flag}{'' if flag == '--fail-on-change' else ' …'}` compares the "
+                "whole eval"
+            )
+
+
 def judge(
     store: Any,
     result: Any,
@@ -66,40 +83,48 @@ def judge(
     budget_pct: float,
     fail_under: float | None,
     fail_on_change: bool = False,
+    strict_xfail: bool = False,
+    shard: Shard | None = None,
 ) -> Verdict:
-    """Compare with the baseline when there is one; the gate follows from it, or from the eval."""
-    summary = result.summary
-    # Without a comparison the eval's own rule: a threshold, or every counted case passes.
-    if fail_under is not None:
-        fallback, _ = gate(None, fail_under=fail_under, current_pass_rate=summary.pass_rate)
-    else:
-        fallback = summary.failed > 0 or summary.errors > 0
-    try:
-        if baseline_id is not None:
-            note = f"baseline {baseline_id} (--against: the suites run at that ref)"
-        else:
-            found = find_baseline(store, spec, current_eval_id=result.eval_id, repo=repo)
-            baseline_id, note = found.eval_id, found.note
-        if baseline_id is None:
-            rule = (
-                f"the pass rate must reach {fail_under:.0%}"
-                if fail_under is not None
-                else ("every case must pass")
-            )
-            if fail_on_change:
-                rule += " (--fail-on-change has no baseline to compare behaviour with)"
-            return Verdict(fallback, baseline_note=f"{note}; gating without one: {rule}")
-        comparison = compare_evals(
-            store,
-            baseline_id,
-            result.eval_id,
-            budget_pct=budget_pct,
-            fail_under=fail_under,
-            fail_on_change=fail_on_change,
-        )
-    except Exception as exc:  # the eval is stored; the outputs are still written
-        return Verdict(fallback, failure=exc)
-    return Verdict(comparison.gate_failed, comparison, note)
+    """The eval's one verdict: compared with the baseline when there is one (never for a
+    shard of a CI matrix, `shard`: it is judged on its own trials)."""
+    config = eval_config(store, result.eval_id)
+    rules = GateRules(fail_under, fail_on_change, StrictXfail.of(strict_xfail, config))
+    comparison: Comparison | None = None
+    note: str | None = None
+    failure: Exception | None = None
+    if shard is None:
+        try:
+            if baseline_id is not None:
+                note = f"baseline {baseline_id} (--against: the suites run at that ref)"
+            else:
+                found = find_baseline(store, spec, current_eval_id=result.eval_id, repo=repo)
+                baseline_id, note = found.eval_id, found.note
+            if baseline_id is not None:
+                comparison = compare_evals(
+                    store,
+                    baseline_id,
+                    result.eval_id,
+                    budget_pct=budget_pct,
+                    fail_under=fail_under,
+                    fail_on_change=fail_on_change,
+                    strict_xfail=strict_xfail,
+                )
+            elif fail_on_change:
+                note += " (--fail-on-change has no baseline to compare behaviour with)"
+        except Exception as exc:  # the eval is stored; the outputs are still written
+            failure = exc
+    return decide(
+        result.summary,
+        result.outcomes,
+        rules=rules,
+        suite_errors=result.suite_errors,
+        comparison=comparison,
+        baseline_note=note,
+        failure=failure,
+        shards=ShardSet.of(config.get("shards")),
+        part=shard,
+    )
 
 
 def write_outputs(
@@ -115,7 +140,6 @@ def write_outputs(
     report last; one that fails does not keep the others from being written."""
     written = Written()
     comparison = verdict.comparison
-    gate_failed = verdict.gate_failed
 
     def attempt(action: Any) -> Any:
         try:
@@ -125,38 +149,27 @@ def write_outputs(
             return None
 
     if junit is not None:
-        attempt(lambda: write_junit(junit, result.outcomes))
+        attempt(lambda: write_junit(junit, result.outcomes, verdict=verdict))
         written.junit = junit.absolute()
     if summary_md is not None:
-        attempt(lambda: write_summary_md(summary_md, result, comparison, gate_failed=gate_failed))
+        attempt(lambda: write_summary_md(summary_md, result, comparison, verdict=verdict))
         written.summary_md = summary_md.absolute()
     attempt(
-        lambda: append_github_step_summary(
-            markdown_summary(result, comparison, gate_failed=gate_failed)
-        )
+        lambda: append_github_step_summary(markdown_summary(result, comparison, verdict=verdict))
     )
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in attempt(lambda: github_annotations(result.outcomes, comparison)) or ():
+        lines = attempt(lambda: github_annotations(result.outcomes, comparison, verdict=verdict))
+        for line in lines or ():
             click.echo(line)
     if report_dir is not None:
         data = comparison.as_dict() if comparison is not None else None
-        gate = _own_gate(result, verdict) if comparison is None else None
         path = attempt(
-            lambda: write_report(store, result.eval_id, report_dir, comparison=data, gate=gate)
+            lambda: write_report(
+                store, result.eval_id, report_dir, comparison=data, gate=verdict.as_dict()
+            )
         )
         written.report = Path(path).absolute() if path is not None else None
     return written
-
-
-def _own_gate(result: Any, verdict: Verdict) -> dict[str, Any] | None:
-    """The verdict for the report's banner when no baseline was compared and the gate did not
-    follow the every-case-passes rule the report applies by itself (`--fail-under`)."""
-    summary = result.summary
-    if verdict.gate_failed == (summary.failed > 0 or summary.errors > 0):
-        return None
-    rate = f"pass rate {summary.pass_rate:.1%}" if summary.pass_rate is not None else "no rate"
-    reasons = [f"{rate}: under the threshold"] if verdict.gate_failed else []
-    return {"failed": verdict.gate_failed, "reasons": reasons, "basis": verdict.baseline_note}
 
 
 def show(
@@ -168,7 +181,8 @@ def show(
     fail_under: float | None,
     as_json: bool,
 ) -> None:
-    """The summary a person reads (or the JSON a script does)."""
+    """The summary a person reads (or the JSON a script does), ending with the verdict; with
+    `--json` the `gate: …` lines go to stderr, so a log still shows them."""
     comparison = verdict.comparison
     if as_json:
         document = {
@@ -178,20 +192,20 @@ def show(
             "junit": str(written.junit) if written.junit else None,
             "summary_md": str(written.summary_md) if written.summary_md else None,
             "summary": result.summary.as_dict(),
-            "baseline": verdict.baseline_note,
+            "baseline": verdict.notes[0] if verdict.notes else None,
             "comparison": comparison.as_dict() if comparison is not None else None,
-            "gate_failed": verdict.gate_failed,
+            "verdict": verdict.as_dict(),
+            "gate_failed": not verdict.passed,
             "suite_errors": result.suite_errors,
             "results": [dict(o.__dict__) for o in result.outcomes],
         }
         click.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2, default=str).decode())
+        click.echo(verdict.text(), err=True)
         return
-    click.echo(summary_text.render(result, store_path, fail_under=fail_under))
-    if verdict.baseline_note:
-        click.echo("")
-        click.echo(verdict.baseline_note)
+    click.echo(summary_text.render(result, store_path, fail_under=fail_under, verdict=verdict))
     if comparison is not None:
-        click.echo(comparison_text(comparison))
+        click.echo("")
+        click.echo(comparison_text(comparison, gate=False))
     for label, path in (
         ("junit", written.junit),
         ("summary", written.summary_md),
@@ -199,6 +213,17 @@ def show(
     ):
         if path is not None:
             click.echo(f"{label}: {path}")
+    click.echo("")
+    click.echo(verdict.text())
+
+
+def finish(verdict: Verdict, written: Written) -> int:
+    """The command's exit code, once every output is out: a comparison or output that failed
+    is raised (the CLI maps it to its code), else the verdict's."""
+    for problem in (verdict.failure, *written.failures):
+        if problem is not None:
+            raise problem
+    return verdict.exit_code
 
 
 def gate_options(command: F) -> F:
@@ -230,6 +255,12 @@ def gate_options(command: F) -> F:
             is_flag=True,
             help="With a baseline: fail the gate when any case's trajectory differs from the "
             "baseline's, scores equal or not (for upgrades that must not change behaviour).",
+        ),
+        click.option(
+            "--strict-xfail",
+            is_flag=True,
+            help="An xfail case that passes (XPASS) fails the gate, in every suite (a suite "
+            "can ask for it alone with strict_xfail: true).",
         ),
         click.option(
             "--junit",

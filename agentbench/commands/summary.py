@@ -26,7 +26,10 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f} ms"
 
 
-def render(run: Any, store_path: Path, *, fail_under: float | None = None) -> str:
+def render(
+    run: Any, store_path: Path, *, fail_under: float | None = None, verdict: Any = None
+) -> str:
+    """The eval's summary; `verdict` (an `evals.verdict.Verdict`) says whose XPASS fails."""
     summary = run.summary
     version = run.code_version or "unknown code version"
     lines = [
@@ -77,9 +80,7 @@ def render(run: Any, store_path: Path, *, fail_under: float | None = None) -> st
     reported = listed.drifted
     if listed.drifted_count:
         lines.append("")
-        lines.append(
-            f"request drift, reported and not counted ({listed.drifted_count} trial(s)):"
-        )
+        lines.append(f"request drift, reported and not counted ({listed.drifted_count} trial(s)):")
         for outcome in reported:
             lines.append(f"  {outcome.suite}/{outcome.case_id} trial {outcome.trial}")
             lines.append(f"    - {drift_text(outcome)}")
@@ -92,7 +93,14 @@ def render(run: Any, store_path: Path, *, fail_under: float | None = None) -> st
         lines.append("")
         lines.append("expected failures:")
         for outcome in expected:
-            note = "passed unexpectedly" if outcome.status == "xpassed" else outcome.error
+            note = outcome.error
+            if outcome.status == "xpassed":
+                strict = verdict is not None and verdict.xpass_fails(outcome.suite)
+                note = "XPASS, passed unexpectedly" + (
+                    " (strict: it fails the gate)"
+                    if strict
+                    else " (reported; --strict-xfail or strict_xfail: true would fail the gate)"
+                )
             lines.append(f"  {outcome.suite}/{outcome.case_id}: {note}")
     for error in run.suite_errors:
         lines.append(f"suite error: {error}")

@@ -3,15 +3,21 @@
 A side is the case's trials in one eval: pass fraction over the counted trials (expected
 failures and skips do not count), mean score, and mean tokens, cost and latency over the trials
 that ran. The kind says what a reviewer should look at first: `newly_failing` (every counted
-trial passed before, none passes now), `newly_passing`, `flaky` (the trials of either eval
-disagree), `budget_regression` (tokens, cost or latency worse than the budget), `score_changed`,
-`behaviour_changed` (nothing above, but the trajectory differs from the baseline's), `added`,
-`removed` or `unchanged`. Latency is judged only between two live evals: a replayed model call
-takes microseconds, so a replayed run's duration is the machine's load, not the agent's.
+trial passed before, none passes now), `xpassed` (an expected failure passed: pytest's XPASS),
+`budget_regression` (tokens, cost or latency worse than the budget), `score_changed`, `flaky`
+(the trials of either eval disagree), `behaviour_changed` (nothing above, but the trajectory
+differs from the baseline's), `usage_changed` (between two replayed evals, tokens or cost moved
+at all), `newly_passing`, `added`, `removed` or `unchanged`. Latency is judged only between two
+live evals: a replayed model call takes microseconds, so a replayed run's duration is the
+machine's load, not the agent's. Tokens and cost are the other way round: replayed, they come
+from the recording, so between two replayed evals any change is reported (and `evals.gate`
+gates it when both served the same recorded usage); between live evals only a change over the
+budget is, since a live model's usage varies from call to call.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,10 +29,12 @@ from agentbench.replay.trajectory import Step
 # The order cases are listed in: what breaks the build first, what did not change last.
 KIND_ORDER = (
     "newly_failing",
+    "xpassed",
     "budget_regression",
     "score_changed",
     "flaky",
     "behaviour_changed",
+    "usage_changed",
     "newly_passing",
     "added",
     "removed",
@@ -55,6 +63,10 @@ class CaseSide:
     source: str | None = None
     drifts: list[dict[str, Any]] = field(default_factory=list)  # the failing trial's request drift
     turn_runs: list[str] = field(default_factory=list)  # that trial's turns, when several
+    xpassed_trials: int = 0  # expected failures that passed (XPASS)
+    # What the recording said the representative trial's model calls used (see
+    # `compare.recorded_usage`); None when it is not known.
+    recorded_usage: str | None = None
 
     @property
     def fraction(self) -> float | None:
@@ -74,6 +86,7 @@ class CaseSide:
             "cost_usd": self.cost_usd,
             "duration_ms": self.duration_ms,
             "run_id": self.run_id,
+            "xpassed_trials": self.xpassed_trials,
         }
 
 
@@ -93,6 +106,9 @@ def fold(trials: Sequence[TrialOutcome]) -> CaseSide:
             status = "error" if all(o.status == "error" for o in failing) else "failed"
     else:
         status = ordered[0].status if ordered else "skipped"
+    xpassed = sum(o.status == "xpassed" for o in ordered)
+    if xpassed and not counted:
+        status = "xpassed"  # one unexpected pass is an XPASS, whatever the other trials did
     costs = [o.cost_usd for o in ran if o.cost_usd is not None]
     reasons: list[str] = []
     for outcome in failing:
@@ -121,6 +137,7 @@ def fold(trials: Sequence[TrialOutcome]) -> CaseSide:
         source=next((o.source for o in ordered if o.source), None),
         drifts=drifts,
         turn_runs=list(representative.turn_runs) if representative else [],
+        xpassed_trials=xpassed,
     )
 
 
@@ -138,6 +155,10 @@ class CaseChange:
     divergences: list[Divergence] = field(default_factory=list)
     baseline_steps: list[Step] = field(default_factory=list)
     current_steps: list[Step] = field(default_factory=list)
+    budget: list[str] = field(default_factory=list)  # over the budget, whatever the kind
+    usage: list[str] = field(default_factory=list)  # tokens or cost moved (replayed evals)
+    # Both sides served the same recorded usage: a usage change is then the code's.
+    same_recorded_usage: bool | None = None
 
     @property
     def name(self) -> str:
@@ -162,6 +183,9 @@ class CaseChange:
             "current": self.current.as_dict() if self.current else None,
             "score_delta": self.score_delta,
             "reasons": list(self.reasons),
+            "budget": list(self.budget),
+            "usage": list(self.usage),
+            "same_recorded_usage": self.same_recorded_usage,
             "divergences": [d.as_dict() for d in self.divergences],
             "steps": {
                 "baseline": [s.as_dict() for s in self.baseline_steps],
@@ -200,6 +224,20 @@ def budget_regressions(
     return found
 
 
+def usage_changes(before: CaseSide, after: CaseSide) -> list[str]:
+    """Sentences for tokens and cost that moved at all (more or less)."""
+    found = []
+    for label, old, new, unit in (
+        ("tokens", before.tokens, after.tokens, ""),
+        ("cost", before.cost_usd, after.cost_usd, "$"),
+    ):
+        if old is None or new is None or math.isclose(old, new, rel_tol=1e-9, abs_tol=1e-12):
+            continue
+        change = f" ({(new / old - 1) * 100:+.0f}%)" if old > 0 else ""
+        found.append(f"{label} {_amount(old, unit)} → {_amount(new, unit)}{change}")
+    return found
+
+
 def _amount(value: float, unit: str) -> str:
     if unit == "$":
         return f"${value:.4f}"
@@ -215,9 +253,11 @@ def classify(
     budget_pct: float,
     latency_floor_ms: float,
     judge_latency: bool = True,
+    judge_usage: bool = False,
 ) -> CaseChange:
     """The kind of change of one case (divergences and steps are filled in later, and with
-    them `behaviour_changed`: see `mark_behaviour_changed`)."""
+    them `behaviour_changed`: see `mark_behaviour_changed`). `judge_usage`: both evals
+    replayed, so any change of tokens or cost is reported."""
     if before is None or after is None:
         kind = "added" if before is None else "removed"
         reasons = list(after.reasons) if after is not None else []
@@ -234,25 +274,37 @@ def classify(
         latency_floor_ms=latency_floor_ms,
         judge_latency=judge_latency,
     )
+    change.budget = budget
+    change.usage = usage_changes(before, after) if judge_usage else []
     if old == 1.0 and new == 0.0:
         change.kind = "newly_failing"
     elif old == 0.0 and new == 1.0:
         change.kind = "newly_passing"
+    elif after.xpassed_trials:
+        change.kind = "xpassed"
+        change.reasons.insert(0, _xpass_sentence(after))
     elif change.flaky:
         change.kind = "flaky"
     elif budget:
         change.kind = "budget_regression"
-        change.reasons.extend(budget)
     elif delta is not None and abs(delta) > _SCORE_EPSILON:
         change.kind = "score_changed"
+    elif change.usage:
+        change.kind = "usage_changed"
+    change.reasons.extend(budget or change.usage)
     return change
+
+
+def _xpass_sentence(side: CaseSide) -> str:
+    trials = f" in {side.xpassed_trials} trials" if side.xpassed_trials > 1 else ""
+    return f"XPASS: marked xfail, and passed{trials}"
 
 
 def mark_behaviour_changed(change: CaseChange) -> None:
     """An `unchanged` case whose trajectory differs from the baseline's (or whose requests
     drifted from its recording) is `behaviour_changed`: equal scores do not mean equal
     behaviour, and a framework upgrade must be able to see the difference."""
-    if change.kind == "unchanged" and change.divergences:
+    if change.kind in ("unchanged", "usage_changed") and change.divergences:
         change.kind = "behaviour_changed"
 
 

@@ -4,9 +4,11 @@
 each case's trials into one side per eval (`case_changes`), classifies the change, aligns the
 stored trajectories of every case (so a newly failing case shows the first step where it
 behaved differently, and a case whose scores did not move but whose trajectory did is
-`behaviour_changed`), and tests whether the pass rate dropped (`significance`). The
-`Comparison` is plain data: `as_dict()` is what the HTML report, the markdown summary and
-`agentbench diff --json` render.
+`behaviour_changed`), and tests whether the pass rate dropped (`significance`). When both
+evals replayed their cassettes, it also checks, for each case whose tokens or cost moved,
+whether both sides were served the same recorded usage (`recorded_usage`): only then is the
+change the code's, and the gate's to judge. The `Comparison` is plain data: `as_dict()` is
+what the HTML report, the markdown summary and `agentbench diff --json` render.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from agentbench.errors import UsageError
 from agentbench.evals import results_store
@@ -27,7 +31,7 @@ from agentbench.evals.case_changes import (
     mark_behaviour_changed,
     sort_key,
 )
-from agentbench.evals.gate import gate
+from agentbench.evals.gate import StrictXfail, gate
 from agentbench.evals.significance import (
     CaseCounts,
     bootstrap_delta_ci,
@@ -35,13 +39,16 @@ from agentbench.evals.significance import (
     sign_test_p,
 )
 from agentbench.evals.stats import TrialOutcome
-from agentbench.replay.convert import stored_trajectories
+from agentbench.replay.convert import conversations
 from agentbench.replay.diff import Divergence, align, by_cause
 from agentbench.replay.drift import Change
-from agentbench.replay.trajectory import Step, model_call_position
+from agentbench.replay.stored_events import events_of
+from agentbench.replay.trajectory import Step, model_call_position, trajectory
 from agentbench.trace._json import loads
+from agentbench.trace.schema import RunTrace
 
 SIGNIFICANCE_LEVEL = 0.05
+
 
 @dataclass
 class Comparison:
@@ -61,6 +68,7 @@ class Comparison:
     suites_only_in_baseline: list[str] = field(default_factory=list)  # not compared
     suites_only_in_current: list[str] = field(default_factory=list)  # not compared
     baseline_version: str | None = None  # the baseline eval's code_version
+    replayed: bool = False  # neither eval called a live model: usage comes from recordings
 
     @property
     def baseline_dirty(self) -> bool:
@@ -94,6 +102,7 @@ class Comparison:
             "gate": {"failed": self.gate_failed, "reasons": list(self.gate_reasons)},
             "cases": [c.as_dict() for c in self.cases],
             "baseline_version": self.baseline_version,
+            "replayed": self.replayed,
             "not_compared": {
                 "suites_only_in_baseline": list(self.suites_only_in_baseline),
                 "suites_only_in_current": list(self.suites_only_in_current),
@@ -110,6 +119,7 @@ def compare_evals(
     latency_floor_ms: float = 500.0,
     fail_under: float | None = None,
     fail_on_change: bool = False,
+    strict_xfail: bool = False,
     resamples: int = 2000,
     seed: int = 0,
 ) -> Comparison:
@@ -117,8 +127,10 @@ def compare_evals(
 
     Latency is judged against the budget only when both evals called a live model, and then
     only an increase of more than `latency_floor_ms` too: live cases on a shared two-core
-    machine vary by a few hundred milliseconds between identical runs. `fail_under` and
-    `fail_on_change` are passed on to the gate.
+    machine vary by a few hundred milliseconds between identical runs. Tokens and cost are
+    judged more closely when neither did (see `case_changes`). `fail_under`,
+    `fail_on_change` and `strict_xfail` (every suite's XPASS fails; the current eval's
+    strict suites always do) are passed on to the gate.
     """
     sides: dict[str, dict[tuple[str, str], CaseSide]] = {}
     for eval_id in (baseline_eval_id, current_eval_id):
@@ -130,7 +142,9 @@ def compare_evals(
     # running one suite against a baseline of four does not remove the other three.
     suites_before, suites_after = {s for s, _ in before}, {s for s, _ in after}
     shared = suites_before & suites_after
-    judge_latency = _ran_live(store, baseline_eval_id) and _ran_live(store, current_eval_id)
+    configs = [results_store.eval_config(store, e) for e in (baseline_eval_id, current_eval_id)]
+    judge_latency = all(config.get("live") is True for config in configs)
+    replayed = not any(config.get("live") is True for config in configs)
     changes = [
         classify(
             suite,
@@ -140,11 +154,12 @@ def compare_evals(
             budget_pct=budget_pct,
             latency_floor_ms=latency_floor_ms,
             judge_latency=judge_latency,
+            judge_usage=replayed,
         )
         for suite, case_id in sorted(before.keys() | after.keys())
         if suite in shared
     ]
-    _attach_trajectories(store, changes)
+    _attach_trajectories(store, changes, usage=replayed)
     for change in changes:
         mark_behaviour_changed(change)
         if change.kind == "unchanged":  # the same steps twice: nothing to show
@@ -168,22 +183,16 @@ def compare_evals(
         suites_only_in_baseline=sorted(suites_before - suites_after),
         suites_only_in_current=sorted(suites_after - suites_before),
         baseline_version=_code_version(store, baseline_eval_id),
+        replayed=replayed,
     )
     comparison.gate_failed, comparison.gate_reasons = gate(
         comparison,
         fail_under=fail_under,
         fail_on_change=fail_on_change,
         current_pass_rate=_rate(after.values()),  # --fail-under is about the whole eval
+        strict_xfail=StrictXfail.of(strict_xfail, configs[1]),
     )
     return comparison
-
-
-def _ran_live(store: Any, eval_id: str) -> bool:
-    """The eval called a live model (`--live`); replayed, or stored without saying, is not."""
-    with store.reading() as conn:
-        row = conn.execute("SELECT config FROM evals WHERE eval_id = ?", [eval_id]).fetchone()
-    config = loads(row[0]) if row and row[0] else None
-    return isinstance(config, dict) and config.get("live") is True
 
 
 def _code_version(store: Any, eval_id: str) -> str | None:
@@ -229,13 +238,29 @@ def _runs(side: CaseSide | None) -> list[str]:
     return side.turn_runs or [side.run_id]
 
 
-def _attach_trajectories(store: Any, changes: list[CaseChange]) -> None:
-    """Each case's steps on both sides (every turn, in order), aligned; read in one go."""
+def _attach_trajectories(store: Any, changes: list[CaseChange], *, usage: bool = False) -> None:
+    """Each case's steps on both sides (every turn, in order), aligned; read in one go. With
+    `usage`, a case whose tokens or cost moved learns whether both sides were served the same
+    recorded usage."""
     wanted = {run for c in changes for side in (c.baseline, c.current) for run in _runs(side)}
     # A run that is not in the store (results imported without their traces) is left out; a
     # stored run that cannot be read back is an error, never silently "no divergence".
-    steps = stored_trajectories(store, sorted(wanted), missing_ok=True) if wanted else {}
+    traces = conversations(store, sorted(wanted), missing_ok=True) if wanted else {}
+    steps = {
+        run_id: trajectory([e for t in found for e in events_of(t)])
+        for run_id, found in traces.items()
+    }
     for change in changes:
+        if usage and (change.usage or change.budget):
+            before, after = (
+                recorded_usage(_runs(s), traces) for s in (change.baseline, change.current)
+            )
+            change.same_recorded_usage = before is not None and before == after
+            if not change.same_recorded_usage:
+                change.reasons.append(
+                    "the two evals replayed recordings whose usage differs (or is not known): "
+                    "reported, not gated"
+                )
         turns = [list(steps.get(r, ())) for r in _runs(change.current)]
         change.baseline_steps = [s for r in _runs(change.baseline) for s in steps.get(r, ())]
         change.current_steps = [s for turn in turns for s in turn]
@@ -248,6 +273,35 @@ def _attach_trajectories(store: Any, changes: list[CaseChange]) -> None:
         change.divergences = by_cause(change.divergences)
         if len(turns) > 1:
             _name_turns(change.divergences, turns)
+
+
+def recorded_usage(runs: list[str], traces: dict[str, list[RunTrace]]) -> str | None:
+    """What the recording said the model calls of these runs (each turn's, with the runs it
+    handed off to) used: the `usage` of every recorded response body, in order, as one text.
+    Two sides with the same text were served the same recorded usage, so whatever their
+    tokens and cost differ by is the code's. None when a call's recorded body is not kept
+    (a run stored without it, or not stored at all): then nothing can be established."""
+    found: list[Any] = []
+    for run in runs:
+        if run not in traces:
+            return None
+        for trace in traces[run]:
+            for call in sorted(trace.llm_calls, key=lambda c: c.seq):
+                response = loads(call.response) if call.response else None
+                if not isinstance(response, dict) or not isinstance(response.get("raw"), dict):
+                    return None
+                found.append([call.purpose, _usage_of(response["raw"])])
+    return orjson.dumps(found, option=orjson.OPT_SORT_KEYS).decode() if runs else None
+
+
+def _usage_of(raw: dict[str, Any]) -> Any:
+    """The usage a recorded body reports: its `usage`, or a stream's chunks' usages."""
+    if "usage" in raw:
+        return raw["usage"]
+    chunks = raw.get("chunks")
+    if isinstance(chunks, list):
+        return [c["usage"] for c in chunks if isinstance(c, dict) and c.get("usage")]
+    return None
 
 
 def _name_turns(divergences: list[Divergence], turns: list[list[Step]]) -> None:

@@ -130,10 +130,12 @@ def _detailed(case: dict[str, Any]) -> list[str]:
 
 _SECTIONS = (
     ("newly_failing", "newly failing"),
-    ("budget_regression", "budget regressions"),
+    ("xpassed", "XPASS: marked xfail, and passed (gating with --strict-xfail or strict_xfail)"),
+    ("budget_regression", "budget regressions (gating when both evals replayed the same usage)"),
     ("score_changed", "score changes"),
     ("flaky", "flaky (reported, not gating)"),
     ("behaviour_changed", "behaviour changed, scores equal (gating only with --fail-on-change)"),
+    ("usage_changed", "tokens or cost changed, replayed (gating only with --fail-on-change)"),
     ("newly_passing", "newly passing"),
     ("added", "added (not in the baseline: reported, not gated)"),
     ("removed", "removed (only in the baseline)"),
@@ -153,8 +155,9 @@ def not_compared_lines(data: dict[str, Any]) -> list[str]:
     return ["", *lines] if lines else []
 
 
-def comparison_text(comparison: Any) -> str:
-    """The comparison as a one-screen text report (ends with the gate's verdict)."""
+def comparison_text(comparison: Any, *, gate: bool = True) -> str:
+    """The comparison as a one-screen text report, ending with the gate's verdict unless
+    `gate` is false (`run` and `gate` print the eval's whole verdict after it instead)."""
     data = as_data(comparison)
     cases = data["cases"]
     by_kind: dict[str, list[dict[str, Any]]] = {}
@@ -173,9 +176,8 @@ def comparison_text(comparison: Any) -> str:
         for case in found[:MAX_LISTED]:
             if kind in ("newly_failing", "flaky", "behaviour_changed"):
                 lines.extend(_detailed(case))
-            elif kind == "budget_regression":
-                budget = [r for r in case["reasons"] if r.startswith(BUDGET_PREFIXES)]
-                lines.append(f"  {_name(case)}: {'; '.join(budget)}")
+            elif kind in ("budget_regression", "usage_changed"):
+                lines.append(f"  {_name(case)}: {usage_text(case)}")
             else:
                 lines.append(f"  {_name(case)}: {trials_text(case)}")
         if len(found) > MAX_LISTED:
@@ -185,13 +187,26 @@ def comparison_text(comparison: Any) -> str:
         lines.append("")
         lines.append(f"unchanged: {unchanged} case(s)")
     lines.extend(not_compared_lines(data))
+    if not gate:
+        return "\n".join(lines)
     lines.append("")
-    gate = data["gate"]
-    if gate["failed"]:
+    verdict = data["gate"]
+    if verdict["failed"]:
         lines.append("gate: FAILED")
-        lines.extend(f"  - {reason}" for reason in gate["reasons"][:MAX_LISTED])
-        if len(gate["reasons"]) > MAX_LISTED:
-            lines.append(f"  … and {len(gate['reasons']) - MAX_LISTED} more")
+        lines.extend(f"  - {reason}" for reason in verdict["reasons"][:MAX_LISTED])
+        if len(verdict["reasons"]) > MAX_LISTED:
+            lines.append(f"  … and {len(verdict['reasons']) - MAX_LISTED} more")
     else:
         lines.append("gate: passed (no regression)")
     return "\n".join(lines)
+
+
+def usage_text(case: dict[str, Any]) -> str:
+    """A budget or usage change: its sentences, and whether the gate may judge it."""
+    moved = case.get("budget") or case.get("usage")
+    if not moved:  # a comparison stored before these fields: the sentences are its reasons
+        moved = [r for r in case["reasons"] if r.startswith(BUDGET_PREFIXES)]
+    text = "; ".join(moved)
+    if case.get("same_recorded_usage") is False:
+        text += " (the recordings' usage differs: reported, not gated)"
+    return text

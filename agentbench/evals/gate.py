@@ -1,20 +1,25 @@
 """The regression gate: should this eval fail the build, and why (in sentences naming cases).
 
-Four things fail it: the pass rate is under `--fail-under`; a case that passed in the baseline
+These fail it: the pass rate is under `--fail-under`; a case that passed in the baseline
 fails now (unless its trials disagree — a flaky case is reported, never gating, so one unlucky
 trial does not block a merge); a failing case that no clean baseline excuses (it is new, or
-the baseline that failed it too ran uncommitted code); or the pass rate dropped significantly
-(sign test p < 0.05). With `--fail-on-change` (a framework upgrade that must not change
-behaviour) a fifth does: any case whose trajectory differs from the baseline's, scores equal
-or not.
-Budget regressions, score changes, behaviour changes (without `--fail-on-change`) and cases
-that were already failing are reported elsewhere and do not gate here; `agentbench run`
-without a baseline keeps its own rule (any failure).
+the baseline that failed it too ran uncommitted code); the pass rate dropped significantly
+(sign test p < 0.05); an expected failure that passed (XPASS) in a strict suite
+(`--strict-xfail`, or `strict_xfail: true` in suite.yaml); and, when both evals replayed the
+same recorded usage, a case over its tokens or cost budget — in replay the usage comes from
+the recording, so a change there is the code's (how it reads or prices usage), not noise.
+With `--fail-on-change` (a framework upgrade that must not change behaviour) any case whose
+trajectory differs from the baseline's, or whose tokens or cost moved on the same recorded
+usage, fails it too.
+Budget regressions between live evals (noise), score changes, behaviour changes (without
+`--fail-on-change`) and cases that were already failing are reported elsewhere and do not
+gate here; without a baseline the eval's own rule applies (`evals.verdict`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentbench.evals.case_changes import CaseChange
@@ -32,9 +37,39 @@ def _points(value: float) -> str:
     return f"{value * 100:+.1f}".replace("-", "−")
 
 
-def _clip(text: str) -> str:
+def clip(text: str) -> str:
+    """`text` on one line, cut to REASON_CHARS."""
     text = " ".join(text.split())
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True)
+class StrictXfail:
+    """Whose unexpected passes (XPASS) fail the gate: every suite's (`--strict-xfail`), or
+    those whose suite.yaml says `strict_xfail: true` (kept in the eval's config)."""
+
+    every_suite: bool = False
+    suites: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, option: bool, config: dict[str, Any] | None) -> StrictXfail:
+        named = (config or {}).get("strict_xfail") or ()
+        return cls(option, frozenset(str(s) for s in named))
+
+    def applies(self, suite: str) -> bool:
+        return self.every_suite or suite in self.suites
+
+    def as_data(self) -> str | list[str]:
+        return "every suite" if self.every_suite else sorted(self.suites)
+
+
+def xpass_reason(name: str, source: str | None) -> str:
+    """The gate's sentence for a strict suite's unexpected pass."""
+    where = f" ({source})" if source else ""
+    return (
+        f"{name}{where} is marked xfail and passed (XPASS, strict): remove its xfail: "
+        "if it is fixed, or find out why its scorers let it pass."
+    )
 
 
 def gate(
@@ -43,6 +78,7 @@ def gate(
     fail_under: float | None,
     fail_on_change: bool = False,
     current_pass_rate: float | None = None,
+    strict_xfail: StrictXfail | None = None,
 ) -> tuple[bool, list[str]]:
     """(failed, reasons). `current_pass_rate` defaults to the comparison's current rate."""
     reasons: list[str] = []
@@ -53,10 +89,20 @@ def gate(
         reasons.append(f"The pass rate {_pct(rate)} is under the required {_pct(fail_under)}.")
     if comparison is None:
         return bool(reasons), reasons
+    strict = strict_xfail or StrictXfail()
     for change in comparison.cases:
         reason = _failing_reason(change, dirty_baseline=comparison.baseline_dirty)
         if reason is not None:
             reasons.append(reason)
+        now = change.current
+        if now is not None and now.xpassed_trials and strict.applies(change.suite):
+            reasons.append(xpass_reason(change.name, change.source))
+        if change.budget and change.same_recorded_usage:
+            where = f" ({change.source})" if change.source else ""
+            reasons.append(
+                f"{change.name}{where} is over budget on the same recorded usage (both evals "
+                f"replayed it): {'; '.join(change.budget)}."
+            )
     if comparison.significant_drop:
         low, high = comparison.ci95 or (None, None)
         interval = (
@@ -74,6 +120,14 @@ def gate(
         changed = _changed_behaviour(comparison.cases)
         if changed:
             reasons.append(_change_reason(changed))
+        costlier = [c for c in comparison.cases if c.usage and c.same_recorded_usage]
+        if costlier:
+            first = costlier[0]
+            where = f" ({first.source})" if first.source else ""
+            reasons.append(
+                f"{len(costlier)} case(s) changed tokens or cost on the same recorded usage "
+                f"(--fail-on-change); the first, {first.name}{where}: {'; '.join(first.usage)}."
+            )
     return bool(reasons), reasons
 
 
@@ -88,7 +142,7 @@ def _change_reason(changed: list[CaseChange]) -> str:
     d = first.divergences[0]
     return (
         f"{len(changed)} case(s) changed behaviour (--fail-on-change); the first, "
-        f"{first.name}{where}: {d.cls} at step {d.step} ({d.agent}), {_clip(d.label)}."
+        f"{first.name}{where}: {d.cls} at step {d.step} ({d.agent}), {clip(d.label)}."
     )
 
 
@@ -110,7 +164,7 @@ def _failing_reason(change: CaseChange, *, dirty_baseline: bool) -> str | None:
         )
     else:
         return None  # already failing in a clean baseline: known, reported elsewhere
-    detail = f": {_clip(change.reasons[0])}" if change.reasons else ""
+    detail = f": {clip(change.reasons[0])}" if change.reasons else ""
     where = f" ({change.source})" if change.source else ""
     sentence = f"{change.name}{where} {why}{detail}"
     return sentence if sentence.endswith(("…", ".")) else sentence + "."

@@ -20,6 +20,7 @@ import orjson
 
 from agentbench.errors import UsageError
 from agentbench.evals.results_store import iter_stored_outcomes, redactor_for
+from agentbench.evals.shards import ShardSet
 from agentbench.evals.stats import summarize
 from agentbench.trace.portable import MANIFEST
 from agentbench.trace.store import TraceStore
@@ -102,8 +103,8 @@ def resummarize(store: TraceStore, eval_id: str) -> MergedEval:
     config = orjson.loads(row[1]) if row and row[1] else {}
     new: dict[str, Any] = totals.as_dict()
     new["suite_errors"] = old.get("suite_errors", [])
-    shards = [str(s) for s in config.get("shards") or []]
-    missing = _missing(shards)
+    held = ShardSet.of(config.get("shards"))
+    shards, missing = list(held.present), held.missing
     new["shards"] = {"present": shards, "missing": missing}
     new = redactor_for(store).value(new)
     with store.writing() as conn:
@@ -113,11 +114,3 @@ def resummarize(store: TraceStore, eval_id: str) -> MergedEval:
             [orjson.dumps(new).decode(), datetime.now(UTC), eval_id],
         )
     return MergedEval(eval_id, totals.trials, shards, missing)
-
-
-def _missing(shards: list[str]) -> list[str]:
-    counts = {int(s.split("/")[1]) for s in shards if "/" in s}
-    if len(counts) != 1:
-        return []
-    count = counts.pop()
-    return [f"{k}/{count}" for k in range(1, count + 1) if f"{k}/{count}" not in shards]

@@ -40,9 +40,17 @@ def eval_exists(store: Any, eval_id: str) -> bool:
         )
 
 
-def check_resumable(
-    store: Any, eval_id: str, suites: Sequence[Any], version: str | None
-) -> None:
+def eval_config(store: Any, eval_id: str) -> dict[str, Any]:
+    """The options an eval was run with (`start_eval`'s config); {} for an unknown eval."""
+    if not store.path.exists():
+        return {}
+    with store.reading() as conn:
+        row = conn.execute("SELECT config FROM evals WHERE eval_id = ?", [eval_id]).fetchone()
+    config = orjson.loads(row[0]) if row and row[0] else None
+    return config if isinstance(config, dict) else {}
+
+
+def check_resumable(store: Any, eval_id: str, suites: Sequence[Any], version: str | None) -> None:
     """`--resume EVAL_ID` only continues the same suites on the same code: anything else
     would mix two versions' results in one eval."""
     if not store.path.exists():

@@ -62,6 +62,60 @@ class Shard:
         return [item for item, part in zip(items, parts, strict=True) if part == self.index]
 
 
+@dataclass(frozen=True)
+class ShardSet:
+    """The shards an eval holds (`K/N` each, from `run --shard`), and what that leaves out.
+
+    An eval run without `--shard` holds none and is whole. One that holds shards is whole
+    when it holds every part of one split (1/N … N/N, merged with `agentbench merge`); else it
+    is partial, and `problems` says why in sentences naming the shards."""
+
+    present: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, shards: Sequence[Any] | None) -> ShardSet:
+        return cls(tuple(sorted({str(s) for s in shards or ()}, key=_shard_order)))
+
+    @property
+    def counts(self) -> list[int]:
+        """The N of each split the shards come from (one, unless shards of two splits met)."""
+        return sorted({int(s.split("/")[1]) for s in self.present if "/" in s})
+
+    @property
+    def missing(self) -> list[str]:
+        """The parts of the (one) split this eval lacks."""
+        counts = self.counts
+        if len(counts) != 1:
+            return []
+        parts = (f"{k}/{counts[0]}" for k in range(1, counts[0] + 1))
+        return [part for part in parts if part not in self.present]
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.problems())
+
+    def problems(self) -> list[str]:
+        """Why the eval is not whole, or nothing."""
+        if len(self.counts) > 1:
+            return [
+                f"it holds shards of different splits ({', '.join(self.present)}): each CI run "
+                "of a job matrix must use one --shard K/N count and its own eval id"
+            ]
+        missing = self.missing
+        if not missing:
+            return []
+        return [
+            f"it lacks shard(s) {', '.join(missing)} (it holds {', '.join(self.present)}): "
+            "merge every shard's store with `agentbench merge` before gating"
+        ]
+
+
+def _shard_order(text: str) -> tuple[int, int, str]:
+    index, _, count = text.partition("/")
+    numbers = (int(count), int(index)) if index.isdigit() and count.isdigit() else (0, 0)
+    return (*numbers, text)
+
+
 def ring_position(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
 

@@ -71,7 +71,8 @@ def page_context(
     gate: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`eval_context` but the trials' details (`detail_texts` makes those one by one);
-    `comparison` (`Comparison.as_dict()`), else `gate`, decides the verdict when given."""
+    `gate` (the command's verdict, `Verdict.as_dict()`), else `comparison`'s gate
+    (`Comparison.as_dict()`), decides the banner when given."""
     outcomes = data.outcomes
     summary = summarize(outcomes)
     rows = _rows(data)
@@ -92,7 +93,10 @@ def page_context(
                 "summary": summary.as_dict(),
                 "verdict": {
                     "failed": verdict.failed,
+                    "status": verdict.status or ("failed" if verdict.failed else "passed"),
+                    "exit_code": verdict.exit_code,
                     "basis": verdict.basis,
+                    "notes": verdict.notes,
                     "reasons": verdict.reasons,
                 },
             }

@@ -1,17 +1,19 @@
-"""The banner a report opens with: the gate's verdict, its reasons, and the cases to look at.
+"""The banner a report opens with: the verdict, its reasons, and the cases to look at.
 
-With a baseline comparison the verdict is the gate's (`evals.gate`: its `failed` and its
-reasons, which name each case with its file:line); without one it is the verdict the caller
-passes (`--fail-under`), else the rule `agentbench run` gates by when it has no baseline —
-every counted trial passes — with one reason per failing case. Below the reasons come the cases
-that need a look, worst first: newly failing, failing or erroring, flaky (trials or evals
-disagree), then budget and score regressions, each linking to its row in the case table.
+The verdict is the one `agentbench run` or `agentbench gate` reached (`evals.verdict`, passed
+in as its `as_dict()`: passed, failed or error, with its reasons, basis, notes and exit code),
+so the banner says what the exit code says. A page made without one — a comparison alone, or
+an eval's report written later — shows the comparison's gate (`evals.gate`), else the rule
+`agentbench run` gates by when it has no baseline: every counted trial passes, with one reason
+per failing case. Below the reasons come the cases that need a look, worst first: newly
+failing, failing or erroring, unexpected passes (XPASS), flaky (trials or evals disagree),
+then budget and score regressions, each linking to its row in the case table.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentbench.evals.stats import Summary, TrialOutcome
@@ -27,10 +29,11 @@ ATTENTION_KINDS = (
     ("newly_failing", "newly failing"),
     ("error", "error"),
     ("failed", "failing"),
-    ("xpassed", "unexpectedly passing"),
+    ("xpassed", "XPASS (unexpectedly passing)"),
     ("flaky", "flaky"),
     ("budget_regression", "over budget"),
     ("score_changed", "score dropped"),
+    ("usage_changed", "tokens or cost changed"),
 )
 _RANK = {kind: rank for rank, (kind, _) in enumerate(ATTENTION_KINDS)}
 _TITLES = dict(ATTENTION_KINDS)
@@ -52,16 +55,25 @@ class Attention:
 
 @dataclass
 class VerdictView:
-    failed: bool
+    failed: bool  # did not pass: failed, or an error
     basis: str  # what the verdict was judged against
     reasons: list[str]
     more_reasons: int
     attention: list[Attention]  # the first ATTENTION_SHOWN
     more_attention: int = 0
+    status: str | None = None  # passed | failed | error (None: failed or passed, by `failed`)
+    notes: list[str] = field(default_factory=list)
+    exit_code: int | None = None  # the command's, when the verdict is one it reached
+
+    @property
+    def status_word(self) -> str:
+        if self.status == "error":
+            return "ERROR"
+        return "FAILED" if self.failed else "passed"
 
     @property
     def words(self) -> str:
-        return "Gate FAILED" if self.failed else "Gate passed"
+        return f"Gate {self.status_word}"
 
 
 def row_key(outcome: TrialOutcome) -> str:
@@ -87,8 +99,9 @@ def verdict_view(
     gate: dict[str, Any] | None = None,
 ) -> VerdictView:
     """The banner for an eval's report; `comparison` is `Comparison.as_dict()` or None;
-    `gate` (`failed`, `reasons`, `basis`) is a verdict reached without a comparison (a
-    `--fail-under` threshold), used when there is no comparison."""
+    `gate` is the verdict the command reached (`Verdict.as_dict()`: `status`, `reasons`,
+    `basis`, `notes`, `exit_code`; or just `failed`, `reasons`, `basis`), which wins over the
+    comparison's own gate."""
     by_case: dict[tuple[str, str], list[TrialOutcome]] = defaultdict(list)
     for outcome in outcomes:
         by_case[outcome.key].append(outcome)
@@ -111,15 +124,19 @@ def verdict_view(
             else:
                 known.change = item.change
     attention = sorted(found.values(), key=lambda a: (_RANK[a.kind], a.suite, a.case_id))
-    if comparison is not None and isinstance(comparison.get("gate"), dict):
-        gate = comparison["gate"]
-        failed = bool(gate.get("failed"))
-        reasons = [str(r) for r in gate.get("reasons") or ()]
-        basis = f"compared with baseline {comparison.get('baseline_eval')}"
-    elif gate is not None:
-        failed = bool(gate.get("failed"))
+    status, notes, exit_code = None, [], None
+    if gate is not None:
+        status = str(gate["status"]) if gate.get("status") else None
+        failed = status in ("failed", "error") if status else bool(gate.get("failed"))
         reasons = [str(r) for r in gate.get("reasons") or ()]
         basis = str(gate.get("basis") or "the gate of the run that made this eval")
+        notes = [str(n) for n in gate.get("notes") or ()]
+        exit_code = gate.get("exit_code") if isinstance(gate.get("exit_code"), int) else None
+    elif comparison is not None and isinstance(comparison.get("gate"), dict):
+        verdict = comparison["gate"]
+        failed = bool(verdict.get("failed"))
+        reasons = [str(r) for r in verdict.get("reasons") or ()]
+        basis = f"compared with baseline {comparison.get('baseline_eval')}"
     else:
         failed = summary.failed > 0 or summary.errors > 0
         reasons = [
@@ -135,6 +152,9 @@ def verdict_view(
         more_reasons=max(0, len(reasons) - REASONS_SHOWN),
         attention=attention[:ATTENTION_SHOWN],
         more_attention=max(0, len(attention) - ATTENTION_SHOWN),
+        status=status,
+        notes=notes,
+        exit_code=exit_code,
     )
 
 
