@@ -6,6 +6,7 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import orjson
 import pytest
 
 from agentbench.errors import UsageError
@@ -54,12 +55,22 @@ def add_eval(
     *,
     status: str = "finished",
     suite: str = "sre,brakes",
+    cases: dict[str, int] | None = None,
+    filters: list[str] | None = None,
+    shards: list[str] | None = None,
+    suite_errors: list[str] | None = None,
 ) -> None:
+    """An eval row; with `cases` (per suite), the summary and config a run stores."""
+    config = summary = None
+    if cases is not None:
+        config = orjson.dumps({"filters": filters or [], "shards": shards}).decode()
+        by_suite = {name: {"cases": count} for name, count in cases.items()}
+        summary = orjson.dumps({"by_suite": by_suite, "suite_errors": suite_errors or []}).decode()
     with store.writing() as conn:
         conn.execute(
-            "INSERT INTO evals (eval_id, suite, started_at, status, code_version) "
-            "VALUES (?, ?, ?, ?, ?)",
-            [eval_id, suite, T0 + timedelta(minutes=minutes), status, version],
+            "INSERT INTO evals (eval_id, suite, started_at, status, code_version, config, summary) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [eval_id, suite, T0 + timedelta(minutes=minutes), status, version, config, summary],
         )
 
 
@@ -162,3 +173,72 @@ def test_default_walks_past_a_dirty_eval_to_a_clean_ancestor(tmp_path: Path, rep
     found = find_baseline(store, None, current_eval_id="eval_current", repo=repo["path"])
     assert found.eval_id == "eval_a0"
     assert "1 commit(s) before it" in found.note and "a clean tree" in found.note
+
+
+WHOLE = {"sre": 14, "brakes": 8}
+
+
+@pytest.fixture
+def partial_store(tmp_path: Path, repo) -> TraceStore:
+    """On a1 (the merge-base): a whole eval, then newer partial ones of fewer cases; the
+    current eval, on b, is whole."""
+    store = TraceStore(tmp_path / "partial.duckdb")
+    a1 = repo["a1"]
+    add_eval(store, "eval_whole", a1, 1, cases=WHOLE)
+    add_eval(store, "eval_shard", a1, 2, cases={"sre": 7, "brakes": 4}, shards=["1/2"])
+    add_eval(store, "eval_broken", a1, 3, cases={"sre": 14}, suite_errors=["brakes: no agent"])
+    add_eval(store, "eval_one", a1, 4, suite="sre", cases={"sre": 1}, filters=["status-prod-eu"])
+    add_eval(store, "eval_current", repo["b"], 5, cases={"sre": 15, "brakes": 8})
+    return store
+
+
+@pytest.mark.parametrize("spec", [None, "latest", "git:main"])
+def test_an_automatic_baseline_is_never_a_smaller_part_of_the_work(
+    partial_store: TraceStore, repo, spec: str | None
+) -> None:
+    found = find_baseline(partial_store, spec, current_eval_id="eval_current", repo=repo["path"])
+    # the whole eval, though one case fewer than now (a case was added): still the baseline
+    assert found.eval_id == "eval_whole"
+    assert (
+        "passed over eval_one (filtered (--filter status-prod-eu): 1 case(s) against this "
+        "eval's 15), and 2 more partial eval(s)"
+    ) in found.note
+    assert "name one with --baseline EVAL_ID to use it anyway" in found.note
+
+
+def test_no_whole_eval_means_no_baseline_and_says_what_was_passed_over(
+    tmp_path: Path, repo
+) -> None:
+    store = TraceStore(tmp_path / "only-partial.duckdb")
+    add_eval(store, "eval_shard", repo["a1"], 1, cases={"sre": 7}, shards=["2/2"])
+    add_eval(store, "eval_current", repo["b"], 2, cases=WHOLE)
+    found = find_baseline(store, None, current_eval_id="eval_current", repo=repo["path"])
+    assert found.eval_id is None and found.note.startswith("no baseline: no finished eval")
+    assert "passed over eval_shard (shards 2/2 only (lacking 1/2): 7 case(s)" in found.note
+
+
+def test_a_partial_eval_that_holds_enough_is_a_baseline(tmp_path: Path, repo) -> None:
+    store = TraceStore(tmp_path / "enough.duckdb")
+    add_eval(store, "eval_smoke", repo["a1"], 1, cases={"sre": 5}, filters=["tag:smoke"])
+    add_eval(store, "eval_one", repo["b"], 2, cases={"sre": 1}, filters=["status-prod-eu"])
+    # a filtered eval of more cases than a one-case run
+    found = find_baseline(store, "latest", current_eval_id="eval_one")
+    assert found.eval_id == "eval_smoke" and "passed over" not in found.note
+    # the same --filter is like for like, even when a case was added since
+    add_eval(store, "eval_smoke_now", repo["b"], 3, cases={"sre": 6}, filters=["tag:smoke"])
+    found = find_baseline(store, "latest", current_eval_id="eval_smoke_now")
+    assert found.eval_id == "eval_smoke"  # eval_one (another filter, 1 case) is passed over
+    # a merged eval holding every shard is whole
+    add_eval(store, "eval_merged", repo["a1"], 4, cases={"sre": 6}, shards=["1/2", "2/2"])
+    found = find_baseline(store, "latest", current_eval_id="eval_smoke_now")
+    assert found.eval_id == "eval_merged"
+
+
+def test_an_explicit_partial_baseline_is_used_with_a_note(partial_store: TraceStore) -> None:
+    found = find_baseline(partial_store, "eval_one", current_eval_id="eval_current")
+    assert found.eval_id == "eval_one"
+    assert found.note == (
+        "baseline eval_one (named on the command line); it is partial — filtered (--filter "
+        "status-prod-eu), 1 case(s) against this eval's 15: only the cases both evals ran are "
+        "compared, and the pass rates are over those"
+    )

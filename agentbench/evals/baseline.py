@@ -9,19 +9,28 @@ eval is preferred to a dirty one — for `git:REF`, and over the whole walk for 
 since a dirty eval is not that commit's code; a dirty one is used only when no clean one
 exists, and the note says so. `latest` is the newest finished eval, clean or not.
 Candidates (except an explicit EVAL_ID) must share a suite with the current eval, so a baseline
-that ran other suites is not picked. No git, no main, no evaluated commit: no baseline (None),
-and `Baseline.note` says why, for the caller to print.
+that ran other suites is not picked, and must not be a smaller part of the work than the current
+eval: a partial eval — filtered with `--filter`, one shard of a CI matrix (or a merge lacking
+some), or one that lost a suite to an error — is passed over when it holds fewer cases of the
+shared suites than the current eval does (a filtered eval with the current eval's very filters
+is a like-for-like baseline, and stays one). Otherwise a one-case `--filter` run would be the
+baseline of a whole eval, and its headline rate would compare one case with all of them. An
+explicit EVAL_ID is used as asked, and the note says when it is partial. No git, no main, no
+evaluated commit: no baseline (None), and `Baseline.note` says why, for the caller to print.
 """
 
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from agentbench.errors import UsageError
+from agentbench.evals.shards import ShardSet
 
 MAX_WALK = 50
 _GIT_TIMEOUT_S = 10.0
@@ -40,6 +49,10 @@ class StoredEval:
     started_at: datetime
     finished: bool
     code_version: str | None
+    filters: tuple[str, ...] = ()  # its --filter, if any
+    shards: ShardSet = field(default_factory=ShardSet)  # the shards of a CI matrix it holds, if any
+    suite_errors: int = 0  # suites that could not be loaded
+    cases: tuple[tuple[str, int], ...] | None = None  # cases per suite (None: not known)
 
     @property
     def commit(self) -> str | None:
@@ -49,6 +62,28 @@ class StoredEval:
     def dirty(self) -> bool:
         return bool(self.code_version and "+" in self.code_version)
 
+    def partial(self) -> list[str]:
+        """Why it is not a whole run of its suites (nothing: it is whole)."""
+        found = []
+        if self.filters:
+            found.append(f"filtered (--filter {' '.join(self.filters)})")
+        if self.shards.problems():
+            missing = self.shards.missing
+            held = ", ".join(self.shards.present)
+            found.append(
+                f"shards {held} only (lacking {', '.join(missing)})"
+                if missing
+                else f"shards of different splits ({held})"
+            )
+        if self.suite_errors:
+            found.append(f"{self.suite_errors} suite(s) could not be loaded")
+        return found
+
+    def cases_in(self, suites: frozenset[str]) -> int | None:
+        if self.cases is None:
+            return None
+        return sum(count for suite, count in self.cases if suite in suites)
+
 
 def stored_evals(store: Any) -> list[StoredEval]:
     """Every eval in the store, newest first."""
@@ -56,13 +91,62 @@ def stored_evals(store: Any) -> list[StoredEval]:
         return []
     with store.reading() as conn:
         rows = conn.execute(
-            "SELECT eval_id, suite, started_at, status, code_version FROM evals "
+            "SELECT eval_id, suite, started_at, status, code_version, config, summary FROM evals "
             "ORDER BY started_at DESC, eval_id DESC"
         ).fetchall()
-    return [
-        StoredEval(eval_id, frozenset(suite.split(",")), started, status == "finished", version)
-        for eval_id, suite, started, status, version in rows
-    ]
+    return [_stored_eval(*row) for row in rows]
+
+
+def _stored_eval(
+    eval_id: str,
+    suite: str,
+    started: datetime,
+    status: str,
+    version: str | None,
+    config_text: str | None,
+    summary_text: str | None,
+) -> StoredEval:
+    config, summary = (_object(text) for text in (config_text, summary_text))
+    by_suite = summary.get("by_suite")
+    cases = None
+    if isinstance(by_suite, dict) and all(
+        isinstance(n, dict) and isinstance(n.get("cases"), int) for n in by_suite.values()
+    ):
+        cases = tuple(sorted((name, numbers["cases"]) for name, numbers in by_suite.items()))
+    return StoredEval(
+        eval_id,
+        frozenset(suite.split(",")),
+        started,
+        status == "finished",
+        version,
+        filters=tuple(str(f) for f in config.get("filters") or ()),
+        shards=ShardSet.of(config.get("shards")),
+        suite_errors=len(summary.get("suite_errors") or ()),
+        cases=cases,
+    )
+
+
+def _object(text: str | None) -> dict[str, Any]:
+    try:
+        value = orjson.loads(text) if text else None
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _too_small(candidate: StoredEval, current: StoredEval | None) -> str | None:
+    """Why `candidate` is too small a part of the work to be `current`'s baseline, or None."""
+    partial = candidate.partial()
+    if current is None or not partial:
+        return None
+    if candidate.filters and candidate.filters == current.filters and len(partial) == 1:
+        return None  # the same selection: like for like
+    shared = candidate.suites & current.suites
+    have, need = candidate.cases_in(shared), current.cases_in(shared)
+    if have is not None and need is not None and have >= need:
+        return None
+    held = "an unknown number of" if have is None else str(have)
+    return f"{'; '.join(partial)}: {held} case(s) against this eval's {need or 'more'}"
 
 
 def git(
@@ -122,41 +206,80 @@ def find_baseline(
     cwd = repo or Path.cwd()
     evals = stored_evals(store)
     current = next((e for e in evals if e.eval_id == current_eval_id), None)
-    candidates = [
+    sharing = [
         e
         for e in evals
         if e.finished
         and e.eval_id != current_eval_id
         and (current is None or e.suites & current.suites)
     ]
+    small = {e.eval_id: why for e in sharing if (why := _too_small(e, current)) is not None}
+    candidates = [e for e in sharing if e.eval_id not in small]
+    passed_over = [e for e in sharing if e.eval_id in small]
     if spec is None:
-        return _merge_base(candidates, cwd)
+        found, walked = _merge_base(candidates, cwd)
+        skipped = [e for e in passed_over if e.commit in walked]
+        return _passing_over(found, skipped, small)
     if spec == "latest":
         if not candidates:
-            return Baseline(None, "no baseline: no other finished eval of these suites")
+            none = Baseline(None, "no baseline: no other finished eval of these suites")
+            return _passing_over(none, passed_over, small)
         found = candidates[0]
-        return Baseline(found.eval_id, f"baseline {found.eval_id} (latest{_state(found)})")
+        chosen = Baseline(found.eval_id, f"baseline {found.eval_id} (latest{_state(found)})")
+        return _passing_over(
+            chosen, [e for e in passed_over if e.started_at > found.started_at], small
+        )
     if spec.startswith("git:"):
         ref = spec.removeprefix("git:")
         sha = resolve_commit(ref, cwd)
         of_commit = [e for e in candidates if e.commit == sha]
         found = _cleanest(of_commit)
+        skipped = [e for e in passed_over if e.commit == sha]
         if found is None:
-            return Baseline(None, f"no baseline: no finished eval of {ref} ({sha[:12]})")
-        return Baseline(found.eval_id, f"baseline {found.eval_id} ({ref}{_state(found)})")
+            none = Baseline(None, f"no baseline: no finished eval of {ref} ({sha[:12]})")
+            return _passing_over(none, skipped, small)
+        chosen = Baseline(found.eval_id, f"baseline {found.eval_id} ({ref}{_state(found)})")
+        return _passing_over(chosen, skipped, small)
     if spec == current_eval_id:
         raise UsageError(f"--baseline {spec}: that is the current eval")
-    if not any(e.eval_id == spec for e in evals):
+    named = next((e for e in evals if e.eval_id == spec), None)
+    if named is None:
         raise UsageError(
             f"--baseline {spec!r}: no such eval in {store.path} "
             "(expected an eval id, 'latest' or 'git:REF')"
         )
-    return Baseline(spec, f"baseline {spec} (named on the command line)")
+    note = f"baseline {spec} (named on the command line)"
+    if named.partial():
+        shared = named.suites & current.suites if current is not None else named.suites
+        have = named.cases_in(shared)
+        need = current.cases_in(shared) if current is not None else None
+        counts = f", {have} case(s) against this eval's {need}" if have is not None else ""
+        note += (
+            f"; it is partial — {'; '.join(named.partial())}{counts}: only the cases both "
+            "evals ran are compared, and the pass rates are over those"
+        )
+    return Baseline(spec, note)
 
 
-def _merge_base(candidates: list[StoredEval], cwd: Path) -> Baseline:
+def _passing_over(found: Baseline, skipped: list[StoredEval], why: dict[str, str]) -> Baseline:
+    """The note, saying which partial evals were not taken as the baseline (the newest)."""
+    if not skipped:
+        return found
+    first = skipped[0]
+    more = f", and {len(skipped) - 1} more partial eval(s)" if len(skipped) > 1 else ""
+    return Baseline(
+        found.eval_id,
+        f"{found.note}; passed over {first.eval_id} ({why[first.eval_id]}){more}: a baseline is "
+        "never a smaller part of the work than the eval it judges (name one with --baseline "
+        "EVAL_ID to use it anyway)",
+    )
+
+
+def _merge_base(candidates: list[StoredEval], cwd: Path) -> tuple[Baseline, set[str]]:
+    """The default baseline, and the commits walked to find it (or find none)."""
     if git(["rev-parse", "--git-dir"], cwd) is None:
-        return Baseline(None, "no baseline: not a git checkout (pass --baseline EVAL_ID|latest)")
+        note = "no baseline: not a git checkout (pass --baseline EVAL_ID|latest)"
+        return Baseline(None, note), set()
     base, against = None, None
     for branch in ("origin/main", "main"):
         base = git(["merge-base", "HEAD", branch], cwd)
@@ -166,8 +289,9 @@ def _merge_base(candidates: list[StoredEval], cwd: Path) -> Baseline:
     if not base:
         base, against = git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd), "HEAD"
     if not base:
-        return Baseline(None, "no baseline: the repository has no commits")
+        return Baseline(None, "no baseline: the repository has no commits"), set()
     history = git(["rev-list", "--first-parent", f"--max-count={MAX_WALK}", base], cwd) or base
+    commits = history.split()
     # A clean eval of any commit in the walk beats a dirty one: a dirty eval is not the code of
     # its commit (it may be the very change under review, not yet committed when it ran).
     for clean in (True, False):
@@ -175,19 +299,17 @@ def _merge_base(candidates: list[StoredEval], cwd: Path) -> Baseline:
         for candidate in candidates:  # newest first: the first seen for a commit is used
             if candidate.commit and candidate.dirty != clean:
                 by_commit.setdefault(candidate.commit, candidate)
-        for distance, sha in enumerate(history.split()):
+        for distance, sha in enumerate(commits):
             found = by_commit.get(sha)
             if found is not None:
                 back = f", {distance} commit(s) before it" if distance else ""
-                return Baseline(
-                    found.eval_id,
-                    f"baseline {found.eval_id} ({against} {base[:12]}{back}{_state(found)})",
-                )
-    return Baseline(
-        None,
+                note = f"baseline {found.eval_id} ({against} {base[:12]}{back}{_state(found)})"
+                return Baseline(found.eval_id, note), set(commits[: distance + 1])
+    note = (
         f"no baseline: no finished eval of {base[:12]} ({against}) or its last "
-        f"{MAX_WALK - 1} first-parent ancestors",
+        f"{MAX_WALK - 1} first-parent ancestors"
     )
+    return Baseline(None, note), set(commits)
 
 
 def _cleanest(evals: list[StoredEval]) -> StoredEval | None:
