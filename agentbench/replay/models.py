@@ -308,10 +308,20 @@ class ReplayModel:
                     changes,
                 )
         # A recorded failure raises its error here, as the live call did.
-        response = recorded.response(on_text_delta if request.get("stream") else None)
+        response = await self._answer(recorded, request, on_text_delta)
         # Parsed just now and ours alone, so set in place: what model_copy(update=) would give.
         assign(response, "latency_ms", (time.perf_counter() - started) * 1000)
         return response
+
+    async def _answer(
+        self,
+        recorded: Interaction,
+        request: dict[str, Any],
+        on_text_delta: TextDeltaHandler | None,
+    ) -> ChatResponse:
+        """The recorded answer to a request that matched (or drifted leniently): parsed here;
+        `replay.served` delivers it through a real client and server instead."""
+        return recorded.response(on_text_delta if request.get("stream") else None)
 
     def _goes_live(self, index: int) -> bool:
         if self.record_mode is RecordMode.ALL or self.live_began is not None:
