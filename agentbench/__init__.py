@@ -6,60 +6,107 @@ These names are the public API; everything else may move between releases.
 from typing import TYPE_CHECKING
 
 from agentbench._version import __version__
-from agentbench.errors import (
-    AgentbenchError,
-    InstructionsError,
-    ModelError,
-    ModelTimeoutError,
-    OutputValidationError,
-    ScriptExhaustedError,
-    ToolDefinitionError,
-    UsageError,
-)
-from agentbench.runtime.agent import Agent, Limits, ModelSettings
-from agentbench.runtime.context import Context, RunContext, Scope
-from agentbench.runtime.events import Event, StopReason
-from agentbench.runtime.memory import MemoryPolicy
-from agentbench.runtime.models import (
-    ChatModel,
-    ChatResponse,
-    FunctionModel,
-    ScriptedModel,
-    ToolCall,
-    Usage,
-)
-from agentbench.runtime.orchestration import AgentInfo, AgentRegistry, Router
-from agentbench.runtime.retry import RetryPolicy
-from agentbench.runtime.run_state import RunResult
-from agentbench.runtime.runner import Runner
-from agentbench.runtime.summarizers import LLMSummarizer, RuleSummarizer
-from agentbench.runtime.tools import (
-    BusinessFailure,
-    Effect,
-    ResultKind,
-    Tool,
-    ToolRegistry,
-    ToolResult,
-    tool,
-)
+
+# Each public name and the module it lives in, imported on first use (PEP 562): `import
+# agentbench` costs nothing until a name is used (the openai SDK alone takes about a second,
+# DuckDB a fifth of one), and the installed command can catch a Ctrl-C from its first line.
+_HOMES = {
+    "AgentbenchError": "agentbench.errors",
+    "InstructionsError": "agentbench.errors",
+    "ModelError": "agentbench.errors",
+    "ModelTimeoutError": "agentbench.errors",
+    "OutputValidationError": "agentbench.errors",
+    "ScriptExhaustedError": "agentbench.errors",
+    "ToolDefinitionError": "agentbench.errors",
+    "UsageError": "agentbench.errors",
+    "Agent": "agentbench.runtime.agent",
+    "Limits": "agentbench.runtime.agent",
+    "ModelSettings": "agentbench.runtime.agent",
+    "Context": "agentbench.runtime.context",
+    "RunContext": "agentbench.runtime.context",
+    "Scope": "agentbench.runtime.context",
+    "Event": "agentbench.runtime.events",
+    "StopReason": "agentbench.runtime.events",
+    "MemoryPolicy": "agentbench.runtime.memory",
+    "ChatModel": "agentbench.runtime.models",
+    "ChatResponse": "agentbench.runtime.models",
+    "FunctionModel": "agentbench.runtime.models",
+    "ScriptedModel": "agentbench.runtime.models",
+    "ToolCall": "agentbench.runtime.models",
+    "Usage": "agentbench.runtime.models",
+    "OpenAIModel": "agentbench.runtime.openai_model",
+    "AgentInfo": "agentbench.runtime.orchestration",
+    "AgentRegistry": "agentbench.runtime.orchestration",
+    "Router": "agentbench.runtime.orchestration",
+    "RetryPolicy": "agentbench.runtime.retry",
+    "RunResult": "agentbench.runtime.run_state",
+    "Runner": "agentbench.runtime.runner",
+    "LLMSummarizer": "agentbench.runtime.summarizers",
+    "RuleSummarizer": "agentbench.runtime.summarizers",
+    "BusinessFailure": "agentbench.runtime.tools",
+    "Effect": "agentbench.runtime.tools",
+    "ResultKind": "agentbench.runtime.tools",
+    "Tool": "agentbench.runtime.tools",
+    "ToolRegistry": "agentbench.runtime.tools",
+    "ToolResult": "agentbench.runtime.tools",
+    "tool": "agentbench.runtime.tools",
+    "TraceStore": "agentbench.trace.store",
+}
 
 if TYPE_CHECKING:
+    from agentbench.errors import (
+        AgentbenchError,
+        InstructionsError,
+        ModelError,
+        ModelTimeoutError,
+        OutputValidationError,
+        ScriptExhaustedError,
+        ToolDefinitionError,
+        UsageError,
+    )
+    from agentbench.runtime.agent import Agent, Limits, ModelSettings
+    from agentbench.runtime.context import Context, RunContext, Scope
+    from agentbench.runtime.events import Event, StopReason
+    from agentbench.runtime.memory import MemoryPolicy
+    from agentbench.runtime.models import (
+        ChatModel,
+        ChatResponse,
+        FunctionModel,
+        ScriptedModel,
+        ToolCall,
+        Usage,
+    )
     from agentbench.runtime.openai_model import OpenAIModel
+    from agentbench.runtime.orchestration import AgentInfo, AgentRegistry, Router
+    from agentbench.runtime.retry import RetryPolicy
+    from agentbench.runtime.run_state import RunResult
+    from agentbench.runtime.runner import Runner
+    from agentbench.runtime.summarizers import LLMSummarizer, RuleSummarizer
+    from agentbench.runtime.tools import (
+        BusinessFailure,
+        Effect,
+        ResultKind,
+        Tool,
+        ToolRegistry,
+        ToolResult,
+        tool,
+    )
     from agentbench.trace.store import TraceStore
 
 
 def __getattr__(name: str) -> object:
-    # The openai SDK takes about a second to import, DuckDB (behind TraceStore) about a fifth
-    # of one: load each only when it is used, so `import agentbench` stays fast.
-    if name == "OpenAIModel":
-        from agentbench.runtime.openai_model import OpenAIModel
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'agentbench' has no attribute {name!r}")
+    import importlib
 
-        return OpenAIModel
-    if name == "TraceStore":
-        from agentbench.trace.store import TraceStore
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
 
-        return TraceStore
-    raise AttributeError(f"module 'agentbench' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
 
 
 __all__ = [

@@ -1,7 +1,7 @@
 """The `agentbench` command line: thin glue over the library.
 
-Exit codes (DESIGN.md): 0 passed, 1 quality gate failed, 2 usage error, 3 harness or
-infrastructure error.
+Exit codes: 0 passed, 1 quality gate failed, 2 usage error, 3 harness or infrastructure error,
+130 interrupted (Ctrl-C; the message says what was kept and how to go on).
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from agentbench.commands.schema import schema
 from agentbench.commands.serve import serve
 from agentbench.commands.tools import tools
 from agentbench.commands.traces import traces
-from agentbench.errors import AgentbenchError, UsageError
+from agentbench.errors import AgentbenchError, Interrupted, UsageError
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C ended
 
 
 @click.group(
@@ -72,9 +73,21 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: map every error to the documented exit codes; no traceback unless asked."""
     invocation = Invocation.parse(argv)
     try:
-        # Commands that gate (run, replay, diff) return their exit code.
-        code = cli.main(args=invocation.args, prog_name="agentbench", standalone_mode=False)
+        # Commands that gate (run, replay, diff) return their exit code. `obj` carries the
+        # command line, for the `--resume` command an interrupted run prints.
+        code = cli.main(
+            args=invocation.args,
+            prog_name="agentbench",
+            standalone_mode=False,
+            obj={"argv": invocation.args},
+        )
+    except Interrupted as exc:
+        return report_error(invocation, exc, str(exc), EXIT_INTERRUPTED, "interrupted")
+    except KeyboardInterrupt as exc:
+        return report_error(invocation, exc, "interrupted", EXIT_INTERRUPTED, "interrupted")
     except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # how click passes on a Ctrl-C
+            return report_error(invocation, exc, "interrupted", EXIT_INTERRUPTED, "interrupted")
         return report_error(invocation, exc, "aborted", EXIT_INFRA, "aborted")
     except click.ClickException as exc:
         if not invocation.as_json:
@@ -93,5 +106,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    """Console-script entry point."""
+    """Console-script entry point (the installed `agentbench` starts at `_console.run`, which
+    also covers a Ctrl-C while this module is still being imported)."""
     sys.exit(main())

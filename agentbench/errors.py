@@ -73,3 +73,12 @@ class OutputValidationError(AgentbenchError):
 
 class RunTimeoutError(AgentbenchError):
     """The run's wall-clock budget (`Limits.timeout_s`) ran out."""
+
+
+class Interrupted(AgentbenchError):  # noqa: N818 - what happened, in the user's words
+    """The user interrupted a command (Ctrl-C); the message says what was kept and how to go on
+    (CLI exit code 130)."""
+
+    def __init__(self, message: str, *, eval_id: str | None = None) -> None:
+        self.eval_id = eval_id
+        super().__init__(message)

@@ -1,14 +1,15 @@
 """`agentbench run PATH…`: run golden suites, print the summary, exit by the quality gate.
 
-By default every case replays its cassette (no network, no API key); `--live` sends the model
-calls to a real endpoint (OPENAI_BASE_URL / OPENAI_API_KEY, or `--base-url` and `--model`)
-and, with `--record-mode`, writes the cassettes; `--live-from-divergence` replays each case up
-to its first drifted request and lets the live model answer the rest. Exit codes: 0 passed,
-1 the gate failed (a failing case, a pass rate under `--fail-under`, an XPASS with
-`--strict-xfail`, or with `--fail-on-change` a case that behaves differently from the
-baseline), 2 a suite file is
-invalid or the options cannot work together (the valid suites still run), 3 a case could not
-run at all (a missing or corrupt cassette).
+By default every case replays its cassette (no network, no API key); `--live` sends every
+model call of every case to a real endpoint (OPENAI_BASE_URL / OPENAI_API_KEY, or `--base-url`
+and `--model`) and never reads a cassette, and writes them only as `--record-mode` says;
+`--live-from-divergence` replays each case up to its first drifted request and lets the live
+model answer the rest. Exit codes: 0 passed, 1 the gate failed (a failing case, a pass rate
+under `--fail-under`, an XPASS with `--strict-xfail`, or with `--fail-on-change` a case that
+behaves differently from the baseline), 2 a suite file is invalid or the options cannot work
+together (the valid suites still run), 3 a case could not run at all (a missing or corrupt
+cassette, a live model that failed), 130 interrupted (the message names the eval and the
+`--resume` command that finishes it).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 import click
 
 from agentbench.commands import summary as summary_text
+from agentbench.commands.interrupted import command_line, explains_interruption
+from agentbench.commands.interrupted import note as interruption_note
 from agentbench.commands.run_outputs import (
     check_shard_options,
     finish,
@@ -79,12 +82,22 @@ Examples:
     metavar="ID|tag:NAME",
     help="Only cases whose id matches (glob, or suite/id) or that have the tag.",
 )
-@click.option("--live", is_flag=True, help="Call a real model instead of replaying cassettes.")
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Call the real model for every model call of every case; no cassette is read, and "
+    "none is written unless --record-mode once|all. A call that fails (no connection, a "
+    "timeout, 5xx after retries) makes its case an infrastructure error (exit 3) and leaves "
+    "its cassette as it was.",
+)
 @click.option(
     "--record-mode",
     type=click.Choice([m.value for m in RecordMode]),
     default=None,
-    help="With --live: none, once (record missing cassettes), new_episodes, all.",
+    help="What is written to the cassettes [default: none]. With --live: none (nothing), "
+    "once (a cassette for each case that has none), all (every case's, anew). Without "
+    "--live: once (replay a case that has a cassette, record one that has none, live), "
+    "new_episodes (replay, and record the calls beyond the recording, live).",
 )
 @click.option("--model", "model", default=None, help="Live model name (default: each suite's).")
 @click.option("--base-url", default=None, help="Live endpoint (default: OPENAI_BASE_URL).")
@@ -150,6 +163,7 @@ Examples:
 )
 @gate_options
 @store_options
+@explains_interruption(command_line)
 def run(
     paths: tuple[Path, ...],
     trials: int | None,
@@ -195,7 +209,7 @@ def run(
     options = HarnessOptions(
         trials=trials,
         concurrency=concurrency,
-        record_mode=RecordMode.parse(record_mode or ("once" if live else "none")),
+        record_mode=RecordMode.parse(record_mode or "none"),
         live=live,
         model=model,
         base_url=base_url,
@@ -235,6 +249,14 @@ def run(
                 _harness_args(trials, concurrency, filters, strict, allow_drift),
                 db=store.path,
             )
+        # The eval's id from now on, so that a Ctrl-C can name it, and its --resume command.
+        note = interruption_note()
+        options.eval_id = note.eval_id = harness.eval_id_for(found.suites, code_version())
+        note.store, note.planned = store.path, total
+        note.started, note.finished = (
+            lambda: harness.eval_started,
+            lambda: harness.finished_trials,
+        )
         with summary_text.progress(total, enabled=sys.stderr.isatty() and not as_json) as tick:
             harness.progress = tick
             result = asyncio.run(harness.run(found.suites, [str(e) for e in found.errors]))

@@ -54,11 +54,17 @@ def schema(out: Path, plugins: tuple[str, ...]) -> None:
             raise UsageError(
                 f"--plugin {plugin!r}: importing it raised {type(exc).__name__}: {exc}"
             ) from None
-    out.mkdir(parents=True, exist_ok=True)
     for name, document in (
         ("suite.schema.json", suite_json_schema()),
         ("case.schema.json", case_json_schema()),
     ):
         target = out / name
-        target.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+        except OSError as exc:
+            raise UsageError(
+                f"--out {out}: cannot write {name} there ({exc.strerror or exc}); "
+                "name a folder"
+            ) from None
         click.echo(f"wrote {target}")

@@ -196,6 +196,10 @@ class Harness:
         self._plan: tuple[list[Any], list[tuple[Any, Any, int]]] | None = None
         self.progress = progress
         self.executor = executor or LocalExecutor()
+        # How far `run` got, for an interrupted command to say: the eval is stored (so it can
+        # be resumed), and how many of its trials are.
+        self.eval_started = False
+        self.finished_trials = 0
         # Scores, reasons and drifts quote the current run (its requests, tool arguments and
         # results): they are redacted once here, with the store's rules, so every output
         # built from a trial's outcome — results rows, JUnit, summaries, reports — is clean.
@@ -298,8 +302,10 @@ class Harness:
         done: set[tuple[str, str, int]] = set()
         if options.resume:
             done = self._resumed(eval_id, run, planned)
+        self.finished_trials = len(done)
         self.check_live_model(suites)
         results_store.start_eval(self.store, run, suites, options)
+        self.eval_started = True
         self._writer = results_store.ResultWriter(self.store, eval_id)
         agents: dict[str, Agent | None] = {}
         for suite in suites:
@@ -366,6 +372,7 @@ class Harness:
         def finished(outcome: TrialOutcome) -> None:
             run.outcomes.append(outcome)
             self._writer.add(outcome)
+            self.finished_trials += 1
             if self.progress is not None:
                 self.progress(outcome)
 
@@ -409,6 +416,7 @@ class Harness:
             suite_dir=suite.path,
             live_from_divergence=options.live_from_divergence,
             always_live=options.live,
+            served=Served.of(getattr(suite, "serve", None), getattr(case, "serve", None)),
         )
         try:
             outcome = await run_case(plan)

@@ -1,0 +1,202 @@
+"""Ctrl-C at any moment: exit 130, one message and no traceback; once the eval was started,
+the message names it and gives the `--resume` command, and that command runs only the rest.
+
+The interrupt is sent when the run is known to be at the moment under test (a tool that says
+it started and then waits; an import that is made to fail the way a Ctrl-C would), not after
+a guessed delay.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agentbench.cli import main
+from agentbench.testing import OpenAICompatibleServer
+from tests.weather_suite import respond
+
+PYTHON = sys.executable
+CONSOLE = str(Path(sys.executable).with_name("agentbench"))
+AGENT = textwrap.dedent('''
+    import os
+    import time
+
+    from agentbench import Agent, tool
+
+    TEMPERATURES = {"Paris": 21, "Oslo": 4}
+
+
+    @tool(effect="read_only", timeout_s=60)
+    def get_weather(city: str) -> dict:
+        """Current temperature.
+
+        Args:
+            city: City name.
+        """
+        with open(os.environ["WEATHER_CALLS"], "a") as calls:
+            calls.write(city + "\\n")
+        release = os.environ["WEATHER_RELEASE"]
+        if city == "Oslo" and not os.path.exists(release):
+            open(os.environ["WEATHER_WAITING"], "w").close()
+            while not os.path.exists(release):
+                time.sleep(0.01)
+        return {"city": city, "celsius": TEMPERATURES[city]}
+
+
+    agent = Agent(name="weather", instructions="Answer briefly.", tools=[get_weather])
+''')
+SUITE = """
+name: mini
+agent: agent.py:agent
+model: {name: mini-model}
+cassettes: cassettes
+scorers:
+  - stop_reason: completed
+"""
+CASES = """
+- id: paris
+  input: Weather in Paris?
+- id: oslo
+  input: Weather in Oslo?
+"""
+BOUND_S = 60.0
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The suite, recorded, with the environment its tool reads."""
+    root = tmp_path / "repo"
+    suite = root / "suites" / "mini"
+    (suite / "cases").mkdir(parents=True)
+    (suite / "agent.py").write_text(AGENT)
+    (suite / "suite.yaml").write_text(SUITE)
+    (suite / "cases" / "cases.yaml").write_text(CASES)
+    monkeypatch.setenv("WEATHER_CALLS", str(tmp_path / "calls.txt"))
+    monkeypatch.setenv("WEATHER_RELEASE", str(tmp_path / "release"))
+    monkeypatch.setenv("WEATHER_WAITING", str(tmp_path / "waiting"))
+    (tmp_path / "release").touch()  # recording does not wait
+    with OpenAICompatibleServer(responder=respond) as server:
+        code = main(
+            [
+                *("run", str(suite), "--live", "--record-mode", "all", "--no-report"),
+                *("--base-url", server.base_url, "--db", str(tmp_path / "record.duckdb")),
+            ]
+        )
+    assert code == 0
+    (tmp_path / "release").unlink()
+    (tmp_path / "calls.txt").unlink()
+    return root
+
+
+def calls(repo: Path) -> list[str]:
+    return (repo.parent / "calls.txt").read_text().split()
+
+
+def test_ctrl_c_mid_eval_names_the_eval_and_the_resume_command_that_finishes_it(
+    repo: Path,
+) -> None:
+    db = repo.parent / "evals.duckdb"
+    command = [
+        *(CONSOLE, "run", "suites/mini", "--no-report", "--concurrency", "1"),
+        *("--db", str(db)),
+    ]
+    process = subprocess.Popen(
+        command, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    waiting = repo.parent / "waiting"
+    until = time.monotonic() + BOUND_S
+    while not waiting.exists():  # paris is stored; oslo's tool is running
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < until, "the oslo case never started"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=BOUND_S)
+    assert process.returncode == 130, out + err
+    assert "Traceback" not in err
+    first, resume = err.strip().splitlines()[-2:]
+    assert first.startswith("interrupted: eval eval_"), err
+    assert f"keeps the 1 of 2 trial(s) that finished in {db}" in first
+    eval_id = first.split()[2]
+    assert shlex.split(resume) == [
+        *("agentbench", "run", "suites/mini", "--no-report", "--concurrency", "1"),
+        *("--db", str(db), "--resume", eval_id),
+    ]
+
+    (repo.parent / "release").touch()
+    done = subprocess.run(
+        [CONSOLE, *shlex.split(resume)[1:], "--json"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=BOUND_S,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = orjson.loads(done.stdout)
+    assert report["eval_id"] == eval_id
+    assert sorted(r["case_id"] for r in report["results"]) == ["oslo", "paris"]
+    assert calls(repo) == ["Paris", "Oslo", "Oslo"]  # only the unfinished case ran again
+
+
+def test_ctrl_c_while_the_command_is_still_importing_ends_quietly(tmp_path: Path) -> None:
+    # A Ctrl-C lands wherever the interpreter is: here, in the import of the `run` command.
+    script = textwrap.dedent("""
+        import sys
+
+        class CtrlC:
+            def find_spec(self, name, path=None, target=None):
+                if name == "agentbench.commands.run":
+                    raise KeyboardInterrupt
+
+        sys.meta_path.insert(0, CtrlC())
+        sys.argv = ["agentbench", "run", "golden/"]
+        from agentbench._console import run
+        run()
+    """)
+    done = subprocess.run(
+        [PYTHON, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=BOUND_S
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "interrupted\n"
+
+
+def test_ctrl_c_before_the_eval_started_says_nothing_was_stored(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(repo)
+    monkeypatch.setattr("agentbench.commands.run.check_baseline_spec", interrupted)
+    code = main(["run", "suites/mini", "--no-report", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 130
+    assert "interrupted before the eval started: nothing was stored" in err
+    assert orjson.loads(out)["error"]["exit_code"] == 130
+
+
+def test_ctrl_c_in_any_other_command_is_exit_130(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("agentbench.commands.schema.suite_json_schema", interrupted)
+    code = main(["schema", "--out", str(tmp_path)])
+    assert code == 130
+    assert capsys.readouterr().err.strip() == "interrupted"
+
+
+def test_a_schema_folder_that_cannot_be_made_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["schema", "--out", os.devnull]) == 2
+    assert f"--out {os.devnull}: cannot write suite.schema.json there" in capsys.readouterr().err
