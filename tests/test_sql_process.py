@@ -78,19 +78,17 @@ async def test_memory_outside_duckdbs_limit_stays_in_the_worker(shop: Path) -> N
     assert again.data["rows"] == [[2]]
 
 
-async def test_a_worker_that_does_not_stop_is_killed_at_the_time_limit(shop: Path) -> None:
-    tool = sql_query(shop, timeout_s=0.5)
+async def test_a_frozen_worker_is_killed_at_the_wall_clock_backstop(shop: Path) -> None:
+    # A frozen engine uses no CPU, so its CPU time limit never comes: the wall clock does.
+    tool = sql_query(shop, timeout_s=0.5, wall_timeout_s=1)
     assert (await ask(tool, "SELECT 1 AS one")).data["rows"] == [[1]]
     stuck = workers_of(shop)
     assert stuck
     for pid in stuck:  # a frozen engine: neither its interrupt nor anything else answers
         os.kill(pid, signal.SIGSTOP)
-    started = time.monotonic()
     result = await ask(tool, "SELECT count(*) FROM orders")
-    took = time.monotonic() - started
     assert result.kind is ResultKind.BUSINESS_FAILURE
-    assert "interrupted after 0.5 s" in (result.error or "")
-    assert took < 5, f"answered after {took:.1f} s"
+    assert "stopped after 1 s of wall-clock time without finishing" in (result.error or "")
     assert not set(stuck) & set(workers_of(shop)), "the stuck worker is still there"
     assert (await ask(tool, "SELECT count(*) AS n FROM orders")).data["rows"] == [[2]]
 

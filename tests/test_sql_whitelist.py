@@ -4,8 +4,8 @@ Tables come from the database's own catalog (optionally narrowed with `tables=[.
 tool's description, SHOW TABLES and the guard always agree; functions come from the engine's
 own list of built-ins free of side effects, and every function sqlglot models is checked, by
 rendering it for DuckDB, to reach only those. Length, nesting, planning size and result size
-are bounded with a message that names the limit; checking runs off the event loop and counts
-against the query's time limit.
+are bounded with a message that names the limit; checking runs off the event loop and its CPU
+time counts against the query's time limit.
 """
 
 from __future__ import annotations
@@ -394,13 +394,30 @@ async def test_checking_counts_against_the_time_limit(
     real = sql_module.check_query
 
     def slow(query: str, dialect: str, catalog: Catalog) -> sql_guard.CheckedQuery:
-        time.sleep(0.3)
+        burn_until = time.thread_time() + 0.3  # 0.3 s of this thread's CPU
+        while time.thread_time() < burn_until:
+            pass
         return real(query, dialect, catalog)
 
     monkeypatch.setattr(sql_module, "check_query", slow)
     result = await ask(sql_query(shop, timeout_s=0.2), "SELECT 1")
     assert result.kind is ResultKind.BUSINESS_FAILURE
     assert "checking the query took longer than the 0.2 s time limit" in (result.error or "")
+
+
+async def test_a_check_kept_off_the_cpu_does_not_count(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a loaded machine the checking thread waits for a CPU; that wait is not the check's.
+    real = sql_module.check_query
+
+    def descheduled(query: str, dialect: str, catalog: Catalog) -> sql_guard.CheckedQuery:
+        time.sleep(0.3)  # off the CPU for longer than the whole time limit
+        return real(query, dialect, catalog)
+
+    monkeypatch.setattr(sql_module, "check_query", descheduled)
+    result = await ask(sql_query(shop, timeout_s=0.2), "SELECT 1 AS one")
+    assert result.kind is ResultKind.OK and result.data["rows"] == [[1]]
 
 
 async def test_the_result_size_is_capped_in_bytes(shop: Path) -> None:

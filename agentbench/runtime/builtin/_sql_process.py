@@ -1,11 +1,15 @@
 """Worker processes that hold a DuckDB file for `sql_query`, and kill them when they overstay.
 
 A pool per database: a call takes an idle worker (or starts one, up to `max_workers`), sends
-one request line, and waits for the reply line until its deadline; a worker that has not
-answered by then is killed, not waited for, and the next call starts a fresh one. A worker that
-dies mid-query (the kernel's OOM killer, a crash in the engine, the address-space limit) is
-reported with how it died. Workers leave with the pool, with the interpreter, or — watched from
-inside — with the process that started them.
+one request line, and waits for the reply line. Only the query is charged to the query:
+waiting for a free worker and starting one (python and duckdb imported, seconds on a loaded
+machine) never count against its limit; each has a bound of its own. The worker judges the
+query by the CPU time it used (`_sql_worker`); what this side watches is the wall clock, as
+a backstop for a hang: a worker that has not answered `hang_after_s` (plus a grace) after the
+query reached it is killed, not waited for, and the next call starts a fresh one. A worker
+that dies mid-query (the kernel's OOM killer, RLIMIT_CPU's SIGXCPU, a crash in the engine,
+the address-space limit) is reported with how it died. Workers leave with the pool, with the
+interpreter, or — watched from inside — with the process that started them.
 """
 
 from __future__ import annotations
@@ -26,12 +30,23 @@ from typing import IO, Any
 import agentbench.runtime.builtin._sql_worker as _worker_module
 
 _WORKER = Path(_worker_module.__file__)
-_START_TIMEOUT_S = 30.0  # python + duckdb import; generous for loaded CI machines
+# Starting a worker imports python and duckdb: a fraction of a second here, many seconds on a
+# starved machine. Only a worker that never says it is ready is given up on.
+START_TIMEOUT_S = 300.0
+KILL_GRACE_S = 1.0  # past the wall-clock backstop, how long the worker's own stop may take
 _MAX_IDLE = 2
 
 
 class WorkerDiedError(Exception):
     """The worker process ended without answering; the message says how."""
+
+    def __init__(self, how: str, signal_number: int | None = None) -> None:
+        super().__init__(how)
+        self.signal_number = signal_number  # the signal that ended it, if one did
+
+
+class WorkerStartError(Exception):
+    """No worker could be started (it died or never said it was ready)."""
 
 
 class WorkerOverstayedError(Exception):
@@ -39,7 +54,7 @@ class WorkerOverstayedError(Exception):
 
 
 class WorkerBusyError(Exception):
-    """Every worker was busy until the deadline."""
+    """Every worker stayed busy for as long as the caller would wait."""
 
 
 class _Worker:
@@ -69,7 +84,7 @@ class _Worker:
                 continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
-                raise WorkerDiedError(self._how_it_ended())
+                raise self._died()
             self._pending += chunk
         line, _, self._pending = self._pending.partition(b"\n")
         return json.loads(line)
@@ -79,7 +94,7 @@ class _Worker:
             self._in.write(json.dumps(request).encode() + b"\n")
             self._in.flush()
         except (BrokenPipeError, OSError):
-            raise WorkerDiedError(self._how_it_ended()) from None
+            raise self._died() from None
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -92,7 +107,8 @@ class _Worker:
             with contextlib.suppress(OSError):
                 stream.close()
 
-    def _how_it_ended(self) -> str:
+    def _died(self) -> WorkerDiedError:
+        """How the worker ended, once its output closed."""
         try:
             code = self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -102,9 +118,9 @@ class _Worker:
         if code is not None and code < 0:
             name = signal.Signals(-code).name
             if -code == signal.SIGKILL:
-                return f"killed by {name} (most likely out of memory)"
-            return f"killed by {name}"
-        return f"exited with code {code}"
+                return WorkerDiedError(f"killed by {name} (most likely out of memory)", -code)
+            return WorkerDiedError(f"killed by {name}", -code)
+        return WorkerDiedError(f"exited with code {code}")
 
 
 class WorkerPool:
@@ -127,55 +143,58 @@ class WorkerPool:
 
     def start(self) -> None:
         """Start one worker now and report whether the database opens (UsageError-worthy)."""
-        worker = self._start_worker(time.monotonic() + _START_TIMEOUT_S)
-        self._give_back(worker)
+        self._give_back(self._start_worker())
 
-    def query(self, request: dict[str, Any], wait_s: float) -> dict[str, Any]:
-        deadline = time.monotonic() + wait_s
-        if not self._slots.acquire(timeout=max(wait_s, 0.0)):
+    def query(self, request: dict[str, Any], hang_after_s: float) -> dict[str, Any]:
+        """The worker's reply to `request`. `hang_after_s` bounds, on the wall clock, the wait
+        for a free worker and the query once a worker has it; starting a worker has a bound
+        of its own (START_TIMEOUT_S), so none of it eats into the other."""
+        if not self._slots.acquire(timeout=max(hang_after_s, 0.0)):
             raise WorkerBusyError()
         try:
-            worker = self._take(deadline)
+            worker = self._take()
             try:
-                self._hand_over(worker, request, deadline)
+                self._hand_over(worker, request, hang_after_s)
             except WorkerDiedError:
                 # An idle worker that died before the query reached it (killed from outside,
                 # between its last query and this one) never ran it: one fresh worker may.
-                worker = self._start_worker(max(deadline, time.monotonic() + _START_TIMEOUT_S))
-                self._hand_over(worker, request, deadline)
-            reply = worker.read_reply(deadline)
+                worker = self._start_worker()
+                self._hand_over(worker, request, hang_after_s)
+            # From here the worker has the query: its clock, and this backstop, start now.
+            reply = worker.read_reply(time.monotonic() + hang_after_s + KILL_GRACE_S)
             self._give_back(worker)
             return reply
         finally:
             self._slots.release()
 
     @staticmethod
-    def _hand_over(worker: _Worker, request: dict[str, Any], deadline: float) -> None:
+    def _hand_over(worker: _Worker, request: dict[str, Any], hang_after_s: float) -> None:
         worker.send(request)
-        worker.read_reply(deadline)  # {"received": true}
+        worker.read_reply(time.monotonic() + hang_after_s)  # {"received": true}
 
     def close(self) -> None:
         self._finalizer()
 
-    def _take(self, deadline: float) -> _Worker:
+    def _take(self) -> _Worker:
         with self._lock:
             while self._idle:
                 worker = self._idle.pop()
                 if worker.alive():
                     return worker
                 worker.kill()
-        # Starting counts against the caller's deadline, but never less than a fair start.
-        return self._start_worker(max(deadline, time.monotonic() + _START_TIMEOUT_S))
+        return self._start_worker()
 
-    def _start_worker(self, deadline: float) -> _Worker:
+    def _start_worker(self) -> _Worker:
         if self._settings["parent"] != os.getpid():  # a forked copy of the pool
             self._settings["parent"] = os.getpid()
             self._idle.clear()
         worker = _Worker(self._settings)
         try:
-            reply = worker.read_reply(deadline)
+            reply = worker.read_reply(time.monotonic() + START_TIMEOUT_S)
         except WorkerOverstayedError:
-            raise WorkerDiedError("did not start in time") from None
+            raise WorkerStartError(f"it did not start within {START_TIMEOUT_S:g} s") from None
+        except WorkerDiedError as exc:
+            raise WorkerStartError(f"it ended while starting ({exc})") from None
         if "open_error" in reply:
             worker.kill()
             error = reply["open_error"]

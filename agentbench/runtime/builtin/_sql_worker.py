@@ -6,6 +6,14 @@ outside the buffer manager) runs to completion or until the process is killed by
 the agent's own process, with every run in it. So a database the tool opens itself is queried
 here, under an address-space limit, and the caller kills this process when a query overstays.
 
+A query's time limit is CPU time: what this process (every engine thread, and the fetching of
+the rows) used on the query, so a loaded machine, which slows the query without making it do
+more, cannot make it time out. A watcher thread interrupts the query once it has used its
+limit, and the verdict is taken from the CPU time used when the query ends, however late the
+watcher looked. RLIMIT_CPU, set a grace beyond the limit, kills the process (SIGXCPU) when
+the interrupt is not heard. A query with no CPU progress has a wall-clock limit of its own,
+much longer (`hang_after_s`), so a hang is still stopped.
+
 Standard library and duckdb only, started with `python -I`: it must start fast and must not
 import the project. One JSON request per line on stdin, one JSON reply per line on stdout.
 The first reply says whether the database opened.
@@ -16,6 +24,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import math
 import os
 import resource
 import sys
@@ -25,7 +34,9 @@ import uuid
 from typing import Any
 
 FETCH_BATCH = 100
+CPU_GRACE_S = 1.0  # CPU time past the limit an interrupted query may take before SIGXCPU
 _PARENT_POLL_S = 0.2
+_WATCH_POLL_S = 0.01  # how often the watcher reads the CPU clock while a query runs
 
 
 class FirstRowTooLargeError(Exception):
@@ -84,36 +95,94 @@ def error_reply(exc: BaseException, kind: str = "error") -> dict[str, Any]:
     }
 
 
+class QueryWatch:
+    """Interrupts a query that used up its CPU time (`cpu_limit_s`, None: no limit) or that
+    has run `hang_after_s` of wall-clock time, and says which (`fired`)."""
+
+    def __init__(self, interrupt: Any, cpu_limit_s: float | None, hang_after_s: float) -> None:
+        self._interrupt = interrupt
+        self.cpu_limit_s = cpu_limit_s
+        self._hang_after_s = hang_after_s
+        self._cpu_at_start = time.process_time()
+        self._cpu_at_end: float | None = None  # once the query ended
+        self._started = time.monotonic()
+        self._done = threading.Event()
+        self.fired: str | None = None  # "cpu" or "hang"
+        self._thread = threading.Thread(target=self._watch, name="query-watch", daemon=True)
+
+    def __enter__(self) -> QueryWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._cpu_at_end = time.process_time()
+        self._done.set()
+        self._thread.join()
+
+    def cpu_used(self) -> float:
+        """CPU time this process used since the query began, until it ended."""
+        end = time.process_time() if self._cpu_at_end is None else self._cpu_at_end
+        return end - self._cpu_at_start
+
+    def cpu_over(self) -> bool:
+        return self.cpu_limit_s is not None and self.cpu_used() > self.cpu_limit_s
+
+    def _watch(self) -> None:
+        while not self._done.wait(_WATCH_POLL_S):
+            if self.cpu_over():
+                self.fired = "cpu"
+            elif time.monotonic() - self._started > self._hang_after_s:
+                self.fired = "hang"
+            else:
+                continue
+            self._interrupt()
+            return
+
+
+def cap_cpu(cpu_limit_s: float | None) -> None:
+    """Let the kernel kill this process if the next query goes on a grace past its CPU limit
+    (SIGXCPU, which the caller reads as the query's timeout)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = resource.RLIM_INFINITY
+    if cpu_limit_s is not None:
+        soft = math.ceil(time.process_time() + cpu_limit_s + CPU_GRACE_S)
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
 def run_one(connection: Any, request: dict[str, Any]) -> dict[str, Any]:
     cursor = connection.cursor()
-    fired = threading.Event()
-
-    def stop() -> None:
-        fired.set()
-        cursor.interrupt()
-
-    timer = threading.Timer(float(request["timeout_s"]), stop)
-    timer.daemon = True
-    timer.start()
+    cpu_limit = request.get("cpu_limit_s")
+    watch = QueryWatch(
+        cursor.interrupt,
+        None if cpu_limit is None else float(cpu_limit),
+        float(request["hang_after_s"]),
+    )
+    reply: dict[str, Any]
     try:
-        cursor.execute(request["sql"])
-        columns = [str(d[0]) for d in cursor.description or ()]
-        # DuckDB streams the result, so the query runs while we fetch: still under the timer.
-        rows, truncated = (
-            fetch_limited(cursor, int(request["max_rows"]), int(request["max_bytes"]))
-            if columns
-            else ([], None)
-        )
+        with watch:
+            cursor.execute(request["sql"])
+            columns = [str(d[0]) for d in cursor.description or ()]
+            # DuckDB streams the result, so the query runs while we fetch: still watched.
+            rows, truncated = (
+                fetch_limited(cursor, int(request["max_rows"]), int(request["max_bytes"]))
+                if columns
+                else ([], None)
+            )
+        reply = {"columns": columns, "rows": rows, "truncated": truncated}
     except FirstRowTooLargeError:
-        return {"first_row_too_large": True}
+        reply = {"first_row_too_large": True}
     except Exception as exc:
-        if fired.is_set():
-            return {"timed_out": True}
-        return error_reply(exc)
+        reply = error_reply(exc)
     finally:
-        timer.cancel()
         cursor.close()
-    return {"columns": columns, "rows": rows, "truncated": truncated}
+    # Judged on the CPU time the query used, not on when the watcher happened to look; the
+    # wall clock only counts when it stopped a query that was still going.
+    if watch.cpu_over() or watch.fired == "hang":
+        over = "cpu" if watch.cpu_over() else "hang"
+        return {"timed_out": over, "cpu_s": round(watch.cpu_used(), 3)}
+    return reply
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -148,11 +217,13 @@ def main() -> None:
         return
     reply({"ready": True, "pid": os.getpid()})
     for line in sys.stdin:
+        request = json.loads(line)
+        cap_cpu(request.get("cpu_limit_s"))
         # Say the query arrived before running it: a worker that dies before this line was
         # already gone (the caller may retry elsewhere); one that dies after it died running it.
         reply({"received": True})
         try:
-            reply(run_one(connection, json.loads(line)))
+            reply(run_one(connection, request))
         except MemoryError as exc:
             reply(error_reply(exc))
 

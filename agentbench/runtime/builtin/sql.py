@@ -5,18 +5,27 @@ its built-in functions free of side effects — which is both what the tool's de
 (so the model can write a correct query on its first try) and the whitelist every query is
 checked against by `sql_guard.check_query`. A checked query runs on its own cursor under a row
 limit and a size limit in bytes (rows are fetched as they stream, one beyond the limit to tell
-"exactly the limit" from "more") and a timeout that interrupts the query in the engine; checking
-counts against that timeout. Given a path, the factory opens the DuckDB file itself, read-only,
-with file and network access off, a memory limit, two threads and no spilling to disk, so the
-engine refuses what the guard might miss — and opens it in worker processes (`_sql_process`)
-under an address-space limit, killed when a query outstays its time: DuckDB's interrupt and
-memory limit do not reach a scalar function working on one huge value, and such a query must
-not take the agent's process down with it.
+"exactly the limit" from "more") and a time limit. Given a path, the factory opens the DuckDB
+file itself, read-only, with file and network access off, a memory limit, two threads and no
+spilling to disk, so the engine refuses what the guard might miss — and opens it in worker
+processes (`_sql_process`) under an address-space limit, killed when a query outstays its
+time: DuckDB's interrupt and memory limit do not reach a scalar function working on one huge
+value, and such a query must not take the agent's process down with it.
+
+The time limit measures the query, not the machine, so a loaded machine cannot turn a query
+that passed into one that timed out. For a database file it is CPU time: the CPU the check
+took on the checking thread, plus what the worker process used on the query (every engine
+thread); waiting for a free worker and starting one never count. A much longer wall-clock
+limit (`wall_timeout_s`, a minute by default) still stops a query that makes no progress. On
+a connection you pass, the query shares this process with everything else, so its time cannot
+be told apart: there the limit after the check is wall clock. Reading the catalog at
+construction is setup, not a call: it has no time limit but the wall-clock backstop.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -35,6 +44,7 @@ from agentbench.runtime.builtin._sql_process import (
     WorkerDiedError,
     WorkerOverstayedError,
     WorkerPool,
+    WorkerStartError,
 )
 from agentbench.runtime.builtin._sql_worker import FirstRowTooLargeError, fetch_limited
 from agentbench.runtime.builtin.sql_guard import (
@@ -47,7 +57,12 @@ from agentbench.runtime.builtin.sql_guard import (
 from agentbench.runtime.tools import BusinessFailure, Effect, Tool, ToolResult
 
 DEFAULT_MAX_ROWS = 1_000
-DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_TIMEOUT_S = 5.0  # CPU time for a database file; see the module docstring
+# The wall-clock backstop for a query that does not finish: this many times its time limit,
+# and never less than a minute (a starved machine may give a query a few percent of a core).
+WALL_TIMEOUT_FACTOR = 10
+MIN_WALL_TIMEOUT_S = 60.0
+SETUP_WALL_TIMEOUT_S = 300.0  # reading the catalog at construction: only a hang is stopped
 DEFAULT_MAX_RESULT_BYTES = 1_000_000  # of the rows as JSON; the model sees max_result_chars
 DUCKDB_MEMORY_LIMIT = "512MB"
 DUCKDB_THREADS = 2
@@ -56,7 +71,6 @@ DUCKDB_THREADS = 2
 # worker, which reports it or dies; the agent's process is untouched.
 DUCKDB_ADDRESS_SPACE = 2 * 1024**3
 DUCKDB_WORKERS = 4  # concurrent queries per database file; more wait for a free worker
-_KILL_GRACE_S = 1.0  # past the time limit, how long an interrupted query may take to stop
 _SCHEMA_CHARS = 3_000  # how much of the tool description the table listing may take
 
 # DuckDB settings for a database we open ourselves: read-only, no files, no network, no
@@ -128,6 +142,20 @@ class DatabaseError(Exception):
 
 
 @dataclass(frozen=True)
+class TimeLimit:
+    """One call's time limits: `left_s` of the query's own time (CPU time in a worker, wall
+    clock on a connection; None: no limit but the backstop), shown to the model as `limit_s`,
+    and `wall_s`, the wall-clock backstop that stops a query making no progress."""
+
+    left_s: float | None
+    limit_s: float | None
+    wall_s: float
+
+
+_SETUP = TimeLimit(None, None, SETUP_WALL_TIMEOUT_S)  # our own catalog queries
+
+
+@dataclass(frozen=True)
 class Rows:
     columns: list[str]
     rows: list[list[Any]]
@@ -153,16 +181,24 @@ def sql_query(
     max_result_chars: int = 20_000,
     tables: Iterable[str] | None = None,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    wall_timeout_s: float | None = None,
 ) -> Tool:
     """A tool that runs one read-only query against `database` and returns the rows.
 
     `database` is a path to a DuckDB file (opened read-only, external access off), a DuckDB
     connection, or any DB-API connection (open it read-only yourself; a sqlite3 connection
     needs `check_same_thread=False`, because tools run on a worker thread). Queries may read
-    the database's own tables and views, or only those named in `tables`.
+    the database's own tables and views, or only those named in `tables`. `timeout_s` is the
+    query's time limit (CPU time for a file, wall clock on a connection: see the module
+    docstring); `wall_timeout_s` stops a query that has not finished on the wall clock
+    (default: ten times `timeout_s`, at least a minute).
     """
-    if max_rows <= 0 or timeout_s <= 0 or max_result_bytes <= 0:
-        raise UsageError("sql_query: max_rows, timeout_s and max_result_bytes must be positive")
+    if wall_timeout_s is None:
+        wall_timeout_s = max(MIN_WALL_TIMEOUT_S, WALL_TIMEOUT_FACTOR * timeout_s)
+    if min(max_rows, timeout_s, max_result_bytes, wall_timeout_s) <= 0:
+        raise UsageError(
+            "sql_query: max_rows, timeout_s, max_result_bytes and wall_timeout_s must be positive"
+        )
     runner = _runner_for(database)
     dialect = dialect or runner.dialect()
     try:
@@ -177,10 +213,12 @@ def sql_query(
         Args:
             query: a single SELECT (or WITH … SELECT, SHOW, DESCRIBE, EXPLAIN) statement.
         """
-        started = time.monotonic()
+        # The check's CPU time on this thread: time the thread spends waiting for a CPU on a
+        # loaded machine is not the query's.
+        checking = time.thread_time()
         checked = check_query(query, dialect, catalog)
-        remaining = timeout_s - (time.monotonic() - started)
-        if remaining <= 0:
+        left = timeout_s - (time.thread_time() - checking)
+        if left <= 0:
             raise QueryTimeout(
                 f"checking the query took longer than the {timeout_s:g} s time limit; "
                 "send a shorter, simpler query"
@@ -189,8 +227,7 @@ def sql_query(
             checked.sql,
             max_rows=max_rows,
             max_bytes=max_result_bytes,
-            timeout_s=remaining,
-            time_limit_s=timeout_s,
+            limit=TimeLimit(left, timeout_s, wall_timeout_s),
         )
         data: dict[str, Any] = {
             "columns": result.columns,
@@ -223,8 +260,10 @@ def sql_query(
         description=description,
         effect=Effect.READ_ONLY,
         idempotent=True,
-        # The query is interrupted at timeout_s; the tool-level timeout is only a backstop.
-        timeout_s=timeout_s + 5.0,
+        # No tool-level wall clock: the tool bounds each of its own waits (a free worker, a
+        # worker's start, the query's backstop), and one here would put back the machine's
+        # speed that the query's limit leaves out.
+        timeout_s=None,
         max_result_chars=max_result_chars,
     )
 
@@ -298,22 +337,12 @@ class _Runner(ABC):
         """The sqlglot dialect the checked SQL is parsed in."""
 
     @abstractmethod
-    def run(
-        self,
-        sql: str,
-        *,
-        max_rows: int,
-        max_bytes: int,
-        timeout_s: float,
-        time_limit_s: float | None = None,
-    ) -> Rows:
-        """The rows of `sql`, cut at `max_rows` / `max_bytes`, interrupted after `timeout_s`."""
+    def run(self, sql: str, *, max_rows: int, max_bytes: int, limit: TimeLimit) -> Rows:
+        """The rows of `sql`, cut at `max_rows` / `max_bytes`, interrupted at `limit`."""
 
     def fetch_all(self, sql: str) -> list[Any]:
-        """Run our own (trusted) catalog query."""
-        return self.run(
-            sql, max_rows=100_000, max_bytes=100_000_000, timeout_s=DEFAULT_TIMEOUT_S
-        ).rows
+        """Run our own (trusted) catalog query: setup, so no time limit but the backstop."""
+        return self.run(sql, max_rows=100_000, max_bytes=100_000_000, limit=_SETUP).rows
 
 
 class _QueryRunner(_Runner):
@@ -330,16 +359,8 @@ class _QueryRunner(_Runner):
     def dialect(self) -> str:
         return _guess_dialect(self.connection)
 
-    def run(
-        self,
-        sql: str,
-        *,
-        max_rows: int,
-        max_bytes: int,
-        timeout_s: float,
-        time_limit_s: float | None = None,
-    ) -> Rows:
-        limits = (max_rows, max_bytes, timeout_s, time_limit_s or timeout_s)
+    def run(self, sql: str, *, max_rows: int, max_bytes: int, limit: TimeLimit) -> Rows:
+        limits = (max_rows, max_bytes, limit)
         if self.is_duckdb:
             cursor = self.connection.cursor()
             return self._run_on(cursor, cursor.interrupt, sql, *limits)
@@ -357,8 +378,7 @@ class _QueryRunner(_Runner):
         sql: str,
         max_rows: int,
         max_bytes: int,
-        timeout_s: float,
-        time_limit_s: float,
+        limit: TimeLimit,
     ) -> Rows:
         fired = threading.Event()
 
@@ -366,7 +386,9 @@ class _QueryRunner(_Runner):
             fired.set()
             interrupt()
 
-        timer = threading.Timer(timeout_s, stop) if callable(interrupt) else None
+        # Wall clock: this process's CPU time is every run's, not the query's alone.
+        after = limit.wall_s if limit.left_s is None else limit.left_s
+        timer = threading.Timer(after, stop) if callable(interrupt) else None
         if timer is not None:
             timer.daemon = True
             timer.start()
@@ -379,7 +401,7 @@ class _QueryRunner(_Runner):
             raise _first_row_too_large(max_bytes) from None
         except Exception as exc:
             if fired.is_set():
-                raise _timed_out(time_limit_s) from None
+                raise _timed_out(limit, "wall") from None
             names = {cls.__name__ for cls in type(exc).__mro__}
             failure = _classify(names, type(exc).__name__, str(exc))
             if isinstance(failure, DatabaseError):
@@ -409,7 +431,7 @@ class _ProcessRunner(_Runner):
         )
         try:
             self.pool.start()
-        except (DatabaseOpenError, WorkerDiedError) as exc:
+        except (DatabaseOpenError, WorkerStartError) as exc:
             raise UsageError(
                 f"sql_query: cannot open {os.fspath(path)!r} read-only ({exc})"
             ) from None
@@ -417,27 +439,28 @@ class _ProcessRunner(_Runner):
     def dialect(self) -> str:
         return "duckdb"
 
-    def run(
-        self,
-        sql: str,
-        *,
-        max_rows: int,
-        max_bytes: int,
-        timeout_s: float,
-        time_limit_s: float | None = None,
-    ) -> Rows:
-        limit = time_limit_s or timeout_s
-        request = {"sql": sql, "max_rows": max_rows, "max_bytes": max_bytes, "timeout_s": timeout_s}
+    def run(self, sql: str, *, max_rows: int, max_bytes: int, limit: TimeLimit) -> Rows:
+        request = {
+            "sql": sql,
+            "max_rows": max_rows,
+            "max_bytes": max_bytes,
+            "cpu_limit_s": limit.left_s,
+            "hang_after_s": limit.wall_s,
+        }
         try:
-            reply = self.pool.query(request, timeout_s + _KILL_GRACE_S)
+            reply = self.pool.query(request, limit.wall_s)
         except WorkerOverstayedError:
-            raise _timed_out(limit) from None
+            raise _timed_out(limit, "hang") from None
         except WorkerBusyError:
             raise DatabaseError(
-                f"all {DUCKDB_WORKERS} database workers stayed busy for the {limit:g} s time "
-                "limit; too many queries at once"
+                f"all {DUCKDB_WORKERS} database workers stayed busy for {limit.wall_s:g} s; "
+                "too many queries at once"
             ) from None
+        except WorkerStartError as exc:
+            raise DatabaseError(f"could not start a database worker: {exc}") from None
         except WorkerDiedError as exc:
+            if exc.signal_number == signal.SIGXCPU:  # the kernel's stop at the CPU limit
+                raise _timed_out(limit, "cpu") from None
             raise BusinessFailure(
                 f"the database engine stopped while running the query ({exc}); a query that "
                 f"needs more than the {DUCKDB_ADDRESS_SPACE // 1024**3} GiB allowed ends so. "
@@ -445,7 +468,7 @@ class _ProcessRunner(_Runner):
                 "work on fewer or shorter values, filter earlier, aggregate"
             ) from None
         if reply.get("timed_out"):
-            raise _timed_out(limit)
+            raise _timed_out(limit, reply["timed_out"])
         if reply.get("first_row_too_large"):
             raise _first_row_too_large(max_bytes)
         if "error" in reply:
@@ -454,10 +477,17 @@ class _ProcessRunner(_Runner):
         return Rows(columns=reply["columns"], rows=reply["rows"], truncated=reply["truncated"])
 
 
-def _timed_out(time_limit_s: float) -> QueryTimeout:
+def _timed_out(limit: TimeLimit, how: str) -> QueryTimeout:
+    """`how`: "cpu" (its CPU time), "wall" (wall clock, on a connection) or "hang"."""
+    cheaper = "make it cheaper: filter earlier, aggregate, or add LIMIT"
+    if how == "hang" or limit.limit_s is None:
+        return QueryTimeout(
+            f"the query was stopped after {limit.wall_s:g} s of wall-clock time without "
+            f"finishing; {cheaper}"
+        )
+    of = " of CPU time" if how == "cpu" else ""
     return QueryTimeout(
-        f"the query was interrupted after {time_limit_s:g} s (time limit); make it "
-        "cheaper: filter earlier, aggregate, or add LIMIT"
+        f"the query was interrupted after {limit.limit_s:g} s{of} (time limit); {cheaper}"
     )
 
 
