@@ -20,6 +20,7 @@ from pydantic import (
 
 from agentbench.evals.expectations import Expectations
 from agentbench.evals.validation import show
+from agentbench.replay.faults import ServeKey
 from agentbench.runtime.context import Context
 
 NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
@@ -128,6 +129,11 @@ class Case(BaseModel):
     trials: int | None = Field(None, ge=1, description="Runs of this case (default: the suite's).")
     cassette: str | None = Field(
         None, description="Cassette file name in the suite's cassette folder (default: <id>.yaml)."
+    )
+    serve: ServeKey = Field(
+        None,
+        description="Serve the cassette through the openai client and a local server, with "
+        "these quirks and faults (after the suite's).",
     )
 
     _source: tuple[Path, int] | None = PrivateAttr(default=None)

@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentbench.errors import AgentbenchError
+from agentbench.errors import AgentbenchError, UsageError
 from agentbench.evals.compare_text import describe_divergence
 from agentbench.evals.stats import divergence_verdict
 from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
 from agentbench.replay.diff import Divergence, align, by_cause
 from agentbench.replay.fallback_paths import fallback_drifts, with_fallback_drifts
+from agentbench.replay.faults import Served
 from agentbench.replay.models import (
     Drift,
     DriftAt,
@@ -83,6 +84,7 @@ class CasePlan:
     suite_dir: Path | None = None  # the suite folder, recorded relative to the cassette
     live_from_divergence: bool = False  # the live model answers from the first drifted call
     always_live: bool = False  # --live: every call to the live model, the cassette never read
+    served: Served | None = None  # answers through the openai client and a local server
 
 
 @dataclass
@@ -234,6 +236,13 @@ def _model_for(plan: CasePlan) -> tuple[ChatModel, Cassette | None]:
     mode = plan.record_mode
     exists = plan.cassette.is_file()
     live = plan.live() if plan.live is not None else None
+    if plan.served is not None and live is not None:
+        from agentbench.replay.served import live_client  # the openai SDK, only when served
+
+        try:
+            live = live_client(plan.agent.model, live)
+        except UsageError as exc:
+            raise CaseSetupError(f"case {plan.case_id!r}: {exc}") from None
     if plan.always_live:
         if live is None:
             raise CaseSetupError(
@@ -262,14 +271,23 @@ def _model_for(plan: CasePlan) -> tuple[ChatModel, Cassette | None]:
         cassette = Cassette.load(plan.cassette)
     except CassetteError as exc:
         raise CaseSetupError(f"case {plan.case_id!r}: {exc}") from None
-    replay = ReplayModel(
-        cassette,
-        strict=plan.strict,
-        live=live,
-        record_mode=mode,
-        live_from_drift=plan.live_from_divergence,
-    )
-    return replay, cassette
+    settings: dict[str, Any] = {
+        "strict": plan.strict,
+        "live": live,
+        "record_mode": mode,
+        "live_from_drift": plan.live_from_divergence,
+    }
+    if plan.served is not None:
+        from agentbench.replay.served import ServedReplayModel
+
+        try:
+            served = ServedReplayModel(
+                cassette, plan.served, agent_model=plan.agent.model, **settings
+            )
+        except UsageError as exc:
+            raise CaseSetupError(f"case {plan.case_id!r}: {exc}") from None
+        return served, cassette
+    return ReplayModel(cassette, **settings), cassette
 
 
 def _history(previous: RunResult | None, turn: str | list[dict[str, Any]]) -> Any:

@@ -32,6 +32,7 @@ from agentbench.evals.stats import Summary, TrialOutcome, divergence_verdict, su
 from agentbench.evals.suite_models import DEFAULT_LIVE_MAX_TOKENS
 from agentbench.replay import cassette_cache
 from agentbench.replay.cassette import RecordMode
+from agentbench.replay.faults import Served
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel
 from agentbench.trace.code_version import code_version

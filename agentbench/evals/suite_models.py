@@ -43,6 +43,7 @@ from agentbench.evals.validation import (
     check_reference,
 )
 from agentbench.loading import import_module, load_object
+from agentbench.replay.faults import ServeKey
 from agentbench.replay.tool_policy import ToolPolicies, ToolPolicy
 from agentbench.runtime.agent import ModelSettings
 from agentbench.runtime.models import Usage
@@ -193,6 +194,11 @@ class Suite(BaseModel):
     )
     tools: ToolsConfig = Field(
         default_factory=ToolsConfig, description="Tool policies during replay."
+    )
+    serve: ServeKey = Field(
+        None,
+        description="Serve each cassette through the openai client and a local server "
+        "(true, or {quirks, faults}) instead of replaying above the SDK.",
     )
     tags: list[str] = Field(default_factory=list, description="Labels to select suites by.")
     trials: int = Field(1, ge=1, description="Runs of each case.")

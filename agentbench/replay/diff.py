@@ -130,8 +130,10 @@ def _classify(old: Step, new: Step, position: int) -> Divergence | None:
 
 
 def _result_keys(old: Step, new: Step) -> list[str]:
-    """What a tool call's result is: its kind, its value, and a failure's data when it had any."""
-    return [k for k in ("result_kind", "result", "data") if k in old.detail or k in new.detail]
+    """What a tool call's result is: its kind, its value, a failure's data when it had any, and
+    the path a fallback tool took to it."""
+    keys = ("result_kind", "result", "data", "fallback")
+    return [k for k in keys if k in old.detail or k in new.detail]
 
 
 def align(original: list[Step], new: list[Step]) -> list[Divergence]:

@@ -109,19 +109,29 @@ def _start_steps(event: Any) -> list[Step]:
     ]
 
 
+def _model_path(record: dict[str, Any]) -> dict[str, Any]:
+    """A FallbackModel's record without its messages, which name endpoints (a port changes
+    from run to run): the model that answered, and each that failed, with error and status."""
+    failed = [
+        {k: f.get(k) for k in ("model", "error", "status_code", "attempts") if k in f}
+        for f in record.get("failed") or ()
+        if isinstance(f, dict)
+    ]
+    return {"answered_by": record.get("answered_by"), "failed": failed}
+
+
 def _step(event: Any) -> Step | None:
     kind, agent = event.kind, event.agent
     number = getattr(event, "step", 0)
     if kind == "model_response":
         response = event.response
         calls = [[c.name, canonical(c.arguments)] for c in response.tool_calls]
-        return Step(
-            "model_call",
-            agent,
-            number,
-            ("model_call", agent, event.purpose),
-            {"text": response.text, "tool_calls": calls, "finish_reason": response.finish_reason},
-        )
+        detail = {"text": response.text, "tool_calls": calls}
+        detail["finish_reason"] = response.finish_reason
+        path = event.fallback
+        if path is not None:  # which model answered, after which failed and how
+            detail["fallback"] = _model_path(path)
+        return Step("model_call", agent, number, ("model_call", agent, event.purpose), detail)
     if kind == "tool_finished":
         result = event.result
         value = result.data if result.kind == "ok" else result.error
@@ -134,6 +144,9 @@ def _step(event: Any) -> Step | None:
             # A failure can carry data the model is shown too (a program's output before its
             # exception): a change there is a changed result, not only a drifted request.
             detail["data"] = canonical(result.data)
+        elif result.kind == "ok" and result.error:
+            # A `fallback(...)` tool's path: which backend answered, after which failed and why.
+            detail["fallback"] = result.error
         return Step("tool_call", agent, number, ("tool_call", agent, event.tool), detail)
     if kind == "tool_call_rejected":
         return Step(
