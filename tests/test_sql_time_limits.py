@@ -11,6 +11,7 @@ while wall time passes), cursors that burn CPU or block until they are interrupt
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -80,6 +81,11 @@ def workers_of(database: Path) -> list[int]:
     return found
 
 
+def resume(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it was killed meanwhile
+        os.kill(pid, signal.SIGCONT)
+
+
 # --- what a loaded machine does to the caller ------------------------------------------------
 
 
@@ -144,7 +150,7 @@ async def test_a_worker_starved_in_the_middle_of_a_query_still_answers(
             assert time.monotonic() < given_up, "the query never used 50 ms of CPU"
         os.kill(pid, signal.SIGSTOP)
         stopped.append(pid)
-        threading.Timer(2.5, os.kill, (pid, signal.SIGCONT)).start()
+        threading.Timer(2.5, resume, (pid,)).start()
 
     monkeypatch.setattr(WorkerPool, "_hand_over", staticmethod(starve))
     result = await ask(tool, BUSY)
