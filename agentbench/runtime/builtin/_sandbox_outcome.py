@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from agentbench.runtime.builtin._sandbox_cgroup import CgroupUsage, RunCgroup
+from agentbench.runtime.builtin._sandbox_clock import START_TIMEOUT_S, WALL_CLOCK
 from agentbench.runtime.builtin._sandbox_process import Watched
 from agentbench.runtime.tools import ToolResult
 
@@ -76,6 +77,7 @@ def interpret(
     ending = records.get("exit", {})
     isolation = {**records.get("launcher", {}), **records.get("child", {})}
     isolation.pop("host_workdir", None)
+    isolation["time_limit"] = watched.clock or WALL_CLOCK  # what timeout_s was read on
     for controller, budget in (("memory", "memory_budget"), ("pids", "process_budget")):
         if controller in cgroup.dirs:
             isolation[budget] = f"per run (cgroup v{cgroup.versions[controller]})"
@@ -137,13 +139,19 @@ def _stopped_early(watched: Watched, limits: SandboxLimits) -> tuple[SandboxOutc
     """Our own stops, and a program that never started (the sandbox's fault, not the code's)."""
     records = watched.records
     started = "started" in records and "failed" not in records
-    if watched.killed_for == "timeout" and not started:
+    if watched.killed_for == "start" or (watched.killed_for in ("timeout", "wall") and not started):
         return SandboxOutcome.FAILED_TO_START, (
-            f"the sandbox did not start the program within the {limits.timeout_s:g} s timeout"
+            f"the sandbox did not start the program within {START_TIMEOUT_S:g} s"
         )
     if watched.killed_for == "timeout":
         return SandboxOutcome.TIMEOUT, (
-            f"timed out after {limits.timeout_s:g} s (wall clock); every process was killed"
+            f"timed out after {limits.timeout_s:g} s ({watched.clock or WALL_CLOCK}); every "
+            "process was killed"
+        )
+    if watched.killed_for == "wall":
+        return SandboxOutcome.TIMEOUT, (
+            f"did not finish within {limits.wall_limit_s:g} s of wall-clock time; every process "
+            "was killed"
         )
     if watched.killed_for == "output":
         return SandboxOutcome.OUTPUT_LIMIT, (

@@ -1,9 +1,11 @@
-"""Starting and watching one sandbox process: the wall-clock timeout and the output caps.
+"""Starting and watching one sandbox process: the time limits and the output caps.
 
 `start_and_watch` runs `_sandbox_launcher.py` in its own session, feeds it the code, and reads
 its stdout, stderr and report pipe until they close. It kills the whole process group when the
-wall clock runs out or the output grows past its cap, and once more at the end, so nothing the
-code started outlives the call even where the kernel gave no PID namespace. What it returns is
+program's clock (`_sandbox_clock`: the program's time, not the machine's, and a wall-clock
+backstop) runs out, when the program never starts, or when the output grows past its cap, and
+once more at the end, so nothing the code started outlives the call even where the kernel gave
+no PID namespace. What it returns is
 raw (bytes counted, report records, how the process ended); `sandbox.py` turns that into an
 outcome the model can read.
 """
@@ -23,9 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentbench.runtime.builtin._sandbox_clock import ProgramClock
+
 LAUNCHER = Path(__file__).with_name("_sandbox_launcher.py")
 _CHUNK = 65_536
 _DRAIN_AFTER_EXIT_S = 0.2  # how long pipes held by escaped grandchildren may stay open
+_POLL_S = 0.02  # the longest the watch waits for output before it reads the clocks again
 _STOP_GRACE_S = 1.0  # how long a killed program's launcher gets to reap it and report
 
 
@@ -68,14 +73,18 @@ class Watched:
     stdout: Capture
     stderr: Capture
     records: dict[str, dict[str, Any]] = field(default_factory=dict)  # by report stage
-    killed_for: str | None = None  # "timeout" or "output"
+    # "timeout" (the program's time), "wall" (the backstop), "start" (never started), "output"
+    killed_for: str | None = None
     duration_s: float = 0.0
+    program_s: float = 0.0  # the program's time, as its limit counted it
+    clock: str = ""  # what that time is (_sandbox_clock.OWN_TIME or WALL_CLOCK)
 
 
 def start_and_watch(
-    config: dict[str, Any], code: bytes, *, timeout_s: float, keep_chars: int, max_bytes: int
+    config: dict[str, Any], code: bytes, *, clock: ProgramClock, keep_chars: int, max_bytes: int
 ) -> Watched:
-    """Run the launcher with `config` on `code`; raises OSError only if it cannot start."""
+    """Run the launcher with `config` on `code` until it ends or `clock` says a limit is past;
+    raises OSError only if it cannot start."""
     report_read, report_write = os.pipe()
     config = {**config, "report_fd": report_write}
     watched = Watched(Capture(keep_chars), Capture(keep_chars))
@@ -98,7 +107,7 @@ def start_and_watch(
         os.close(report_write)
     try:
         _send_code(process, code)
-        _watch(process, report_read, watched, started + timeout_s, max_bytes)
+        _watch(process, report_read, watched, clock, max_bytes)
     finally:
         _kill_group(process.pid)
         process.wait()
@@ -107,6 +116,7 @@ def start_and_watch(
             if pipe is not None:
                 pipe.close()
     watched.duration_s = time.monotonic() - started
+    watched.program_s, watched.clock = clock.program_time(), clock.measures
     return watched
 
 
@@ -123,29 +133,46 @@ def _watch(
     process: subprocess.Popen[bytes],
     report_read: int,
     watched: Watched,
-    deadline: float,
+    clock: ProgramClock,
     max_bytes: int,
 ) -> None:
     assert process.stdout is not None and process.stderr is not None
-    report = bytearray()
+    report = _Report()
     sinks = {
         process.stdout.fileno(): watched.stdout.feed,
         process.stderr.fileno(): watched.stderr.feed,
-        report_read: report.extend,
+        report_read: report.feed,
     }
 
-    def too_much_output() -> bool:
-        return watched.stdout.total + watched.stderr.total > max_bytes
+    def past_a_limit() -> str | None:
+        if watched.stdout.total + watched.stderr.total > max_bytes:
+            return "output"
+        clock.saw(report.records)
+        return clock.over()
 
     with _Pump(sinks) as pump:
-        watched.killed_for = pump.run(process.pid, deadline, too_much_output)
+        watched.killed_for = pump.run(process.pid, past_a_limit)
         if watched.killed_for is not None:
             # Kill the sandbox's init rather than the launcher: its death ends the whole PID
             # namespace, the launcher reaps it and reports, and no zombie is left for the
             # host's init to collect.
-            _kill_program(_parse_report(bytes(report)), process.pid)
-            pump.run(process.pid, time.monotonic() + _STOP_GRACE_S, lambda: False)
-    watched.records = _parse_report(bytes(report))
+            _kill_program(report.records, process.pid)
+            grace_ends = time.monotonic() + _STOP_GRACE_S
+            pump.run(process.pid, lambda: "grace" if time.monotonic() > grace_ends else None)
+    watched.records = report.records
+
+
+class _Report:
+    """The launcher's report pipe, parsed into records as whole lines arrive."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self.records: dict[str, dict[str, Any]] = {}
+
+    def feed(self, chunk: bytes) -> None:
+        lines, _, self._pending = (self._pending + chunk).rpartition(b"\n")
+        if lines:
+            self.records.update(_parse_report(lines))
 
 
 class _Pump:
@@ -163,25 +190,24 @@ class _Pump:
     def __exit__(self, *exc_info: object) -> None:
         self.selector.close()
 
-    def run(self, pid: int, deadline: float, over_limit: Callable[[], bool]) -> str | None:
-        """Pump until every pipe closes; returns "timeout" or "output" if stopped early."""
+    def run(self, pid: int, past_a_limit: Callable[[], str | None]) -> str | None:
+        """Pump until every pipe closes; returns the limit `past_a_limit` names, if one is."""
         exited_at: float | None = None
         while self.selector.get_map():
+            stop = past_a_limit()
+            if stop is not None:
+                return stop
             now = time.monotonic()
-            if now >= deadline:
-                return "timeout"
             if exited_at is None and _has_exited(pid):
                 exited_at = now
             if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT_S:
                 return None  # pipes held open by an escaped grandchild; stop listening
-            for key, _ in self.selector.select(timeout=min(deadline - now, 0.05)):
+            for key, _ in self.selector.select(timeout=_POLL_S):
                 chunk = os.read(key.fd, _CHUNK)
                 if chunk:
                     self.sinks[key.fd](chunk)
                 else:
                     self.selector.unregister(key.fd)
-            if over_limit():
-                return "output"
         return None
 
 

@@ -4,12 +4,18 @@
 (`_sandbox_cgroup`: one process and one memory budget for the whole tree), plans the minimal
 filesystem (`_sandbox_rootfs`), and starts `_sandbox_launcher.py` (namespaces, the minimal
 root, the sandbox's init and program: limits, an unprivileged user, the syscall filter)
-through `_sandbox_process` (the supervision: wall-clock timeout, output caps, killing the
-process group). `_sandbox_outcome` then reads how the program ended from what the kernel
-reported (signal, rusage, the cgroup's counters) into a `SandboxResult`. `python_sandbox()`
-wraps that as an agentbench `Tool`. Whatever this machine cannot enforce is listed in
-`SandboxResult.warnings`, and the model sees those warnings too, so nobody mistakes a partial
-sandbox for a full one.
+through `_sandbox_process` (the supervision: the time limits on `_sandbox_clock`, output
+caps, killing the process group). `_sandbox_outcome` then reads how the program ended from
+what the kernel reported (signal, rusage, the cgroup's counters) into a `SandboxResult`.
+`python_sandbox()` wraps that as an agentbench `Tool`. Whatever this machine cannot enforce is
+listed in `SandboxResult.warnings`, and the model sees those warnings too, so nobody mistakes a
+partial sandbox for a full one.
+
+The limits measure the program, not the machine, so a loaded machine cannot turn a program
+that passed into one that timed out: the sandbox's start never counts against `timeout_s`
+(it has a bound of its own), `timeout_s` counts the program's wall-clock time less the time
+its processes waited for a CPU, `cpu_seconds` is CPU time, and only `wall_timeout_s`, a much
+longer backstop, is plain wall clock.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 
 from agentbench.errors import UsageError
 from agentbench.runtime.builtin._sandbox_cgroup import RunCgroup
+from agentbench.runtime.builtin._sandbox_clock import START_TIMEOUT_S, ProgramClock
 from agentbench.runtime.builtin._sandbox_outcome import SandboxOutcome, SandboxResult, interpret
 from agentbench.runtime.builtin._sandbox_process import start_and_watch
 from agentbench.runtime.builtin._sandbox_rootfs import plan_root
@@ -40,7 +47,9 @@ _MB = 1024 * 1024
 class SandboxLimits:
     """What one sandboxed run may use. Every limit applies to every process the code starts."""
 
-    timeout_s: float = 10.0  # wall clock; then the whole process tree is killed
+    # The program's wall-clock time less its waits for a CPU (start-up not counted); then
+    # the whole process tree is killed.
+    timeout_s: float = 10.0
     cpu_seconds: int = 5  # CPU time per process (RLIMIT_CPU: SIGXCPU, then SIGKILL 1 s later)
     memory_mb: int = 512  # for the whole run (cgroup), and address space per process (RLIMIT_AS)
     file_size_mb: int = 16  # largest file the code may write (RLIMIT_FSIZE)
@@ -54,6 +63,15 @@ class SandboxLimits:
     # Refuse to run (system_error) rather than run with a warning where the machine gives no
     # network, PID or mount namespace, minimal filesystem, syscall filter or per-run cgroups.
     require_full_isolation: bool = False
+    # Plain wall clock from the program's start, a backstop for a program the machine never
+    # lets run; None: ten times timeout_s, at least a minute.
+    wall_timeout_s: float | None = None
+
+    @property
+    def wall_limit_s(self) -> float:
+        if self.wall_timeout_s is not None:
+            return self.wall_timeout_s
+        return max(60.0, 10 * self.timeout_s)
 
     def __post_init__(self) -> None:
         for name in (
@@ -66,6 +84,7 @@ class SandboxLimits:
             "max_open_files",
             "max_output_chars",
             "max_output_bytes",
+            "wall_limit_s",
         ):
             value = getattr(self, name)
             if not value > 0:
@@ -113,10 +132,15 @@ def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxResult:
             "env": _minimal_env(_WORKDIR),
         }
         try:
+            clock = ProgramClock(
+                timeout_s=limits.timeout_s,
+                wall_timeout_s=limits.wall_limit_s,
+                start_timeout_s=START_TIMEOUT_S,
+            )
             watched = start_and_watch(
                 config,
                 code.encode("utf-8", errors="surrogatepass"),
-                timeout_s=limits.timeout_s,
+                clock=clock,
                 keep_chars=limits.max_output_chars,
                 max_bytes=limits.max_output_bytes,
             )
@@ -168,8 +192,9 @@ def python_sandbox(
         description=description,
         effect=Effect.READ_ONLY,  # it cannot reach anything outside itself
         idempotent=True,
-        # Our own timeout fires first and reports what happened; this is only a backstop.
-        timeout_s=limits.timeout_s + 5.0,
+        # No tool-level wall clock: the sandbox bounds its start and the program itself, and
+        # one here would put back the machine's speed that the program's limits leave out.
+        timeout_s=None,
         max_result_chars=2 * limits.max_output_chars + 2_000,
     )
 
