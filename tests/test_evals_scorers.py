@@ -67,6 +67,7 @@ def test_the_registry_holds_exactly_the_documented_types() -> None:
         "token_budget",
         "cost_budget",
         "latency_budget",
+        "fallback",
         "llm_judge",
         "custom",
     } <= set(SCORERS)
@@ -366,6 +367,19 @@ async def test_latency_budget(ctx) -> None:
     assert (over.passed, over.value) == (False, 0.5)
     per_call = await score("latency_budget", {"per_call_ms": 60_000, "percentile": 95}, ctx)
     assert per_call.passed and "p95 model call took" in per_call.reason
+
+
+async def test_a_replayed_case_is_not_judged_on_this_machines_time(ctx) -> None:
+    # Replayed, the model answers in microseconds: 1,200 ms is the machine (a busy CI runner).
+    replayed = dataclasses.replace(ctx, replayed=True)
+    for params in (600, {"per_call_ms": 0.001}):
+        verdict = await score("latency_budget", params, replayed)
+        assert (verdict.passed, verdict.value) == (True, 1.0)
+        assert verdict.reason == (
+            "not judged: the model calls were replayed, so the case's 1,200 ms measure this "
+            "machine, not the agent; latency budgets are judged in --live runs"
+        )
+        assert verdict.details["judged"] is False
 
 
 # -- the registry ------------------------------------------------------------------------

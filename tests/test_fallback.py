@@ -25,6 +25,7 @@ from agentbench import (
     tool,
 )
 from agentbench.errors import ToolDefinitionError
+from agentbench.evals.scorers import ScoreContext, build_scorer
 from agentbench.replay.cassette import Cassette
 from agentbench.replay.drift import fallback_drift
 from agentbench.replay.models import ReplayModel
@@ -325,3 +326,53 @@ async def test_replay_reports_a_changed_fallback_chain_as_drift(tmp_path: Path) 
     assert await changes(chain("primary", "mirror")) == ["fallback.chain"]
     assert await changes(chain("backup", "primary")) == ["fallback.chain"]
     assert await changes(ScriptedModel([], name="backup")) == ["fallback.chain"]
+
+
+# -- the `fallback` scorer: which backend answered, and why -----------------------------------
+async def scored(params: dict[str, Any], result: Any) -> Any:
+    ctx = ScoreContext.from_runs("case", "USD?", [result], duration_ms=1.0)
+    return await build_scorer("fallback", params).score(ctx)
+
+
+async def test_the_fallback_scorer_reads_a_models_path() -> None:
+    model = FallbackModel(
+        [ScriptedModel([overloaded()], name="primary"), ScriptedModel(["0.92"], name="backup")]
+    )
+    result = await Runner.run(Agent(name="fx"), "USD?", model=model)
+    passed = await scored(
+        {"answered_by": "backup", "failed": ["primary"], "because": ["HTTP 503", "4 attempts"]},
+        result,
+    )
+    assert passed.passed, passed.reason
+    assert passed.reason == "any of the model calls: answered by backup after primary failed"
+    wrong = await scored({"answered_by": "primary", "because": "HTTP 429"}, result)
+    assert not wrong.passed
+    assert wrong.reason == (
+        "any of the model calls: answered by backup after primary failed, not by primary; "
+        'the failures do not mention "HTTP 429"'
+    )
+    plain = await Runner.run(Agent(name="fx"), "USD?", model=ScriptedModel(["0.92"], name="m"))
+    assert (await scored({"answered_by": "m", "failed": [], "call": 1}, plain)).passed
+    missing = await scored({"answered_by": "m", "call": 2}, plain)
+    assert missing.reason == "expected the 2nd of the model calls; there were 1"
+
+
+async def test_the_fallback_scorer_reads_a_tools_path() -> None:
+    rates = fallback(rates_primary, rates_mirror, name="rates")
+    agent = Agent(name="fx", tools=[rates])
+    script = [ToolCall("rates", {"currency": "USD"}), ToolCall("rates", {"currency": "XTS"}), "ok"]
+    result = await Runner.run(agent, "USD?", model=ScriptedModel(script))
+    first = {"tool": "rates", "answered_by": "rates_mirror", "failed": ["rates_primary"]}
+    assert (await scored({**first, "because": "refused the connection", "call": 1}, result)).passed
+    # A failure after a fallback keeps its path too: the mirror said no, after the primary.
+    assert (await scored({**first, "call": 2}, result)).passed
+    direct = fallback(rates_mirror, rates_primary, name="rates")
+    result = await Runner.run(
+        Agent(name="fx", tools=[direct]), "USD?", model=ScriptedModel([*script[:1], "ok"])
+    )
+    none = await scored({"tool": "rates", "answered_by": "rates_primary"}, result)
+    assert not none.passed
+    assert none.reason == (
+        "any of the calls of rates: answered by its first backend (no fallback), not by "
+        "rates_primary"
+    )

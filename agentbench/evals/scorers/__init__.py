@@ -3,13 +3,14 @@
 Built-in types (by name): output_equals, output_contains, output_not_contains, output_regex,
 output_json_schema, output_number, tool_called, tool_not_called, tool_result, model_shown,
 model_not_shown, trajectory, stop_reason, max_steps, token_budget, cost_budget, latency_budget,
-llm_judge, custom. Build one with
+fallback, llm_judge, custom. Build one with
 `build_scorer(name, params)`; write your own with `@scorer`.
 """
 
 from agentbench.evals.errors import ScorerConfigError
 from agentbench.evals.scorers import (  # noqa: F401 - importing registers the built-in types
     budgets,
+    fallbacks,
     judge,
     outcome,
     output_data,
