@@ -172,7 +172,7 @@ def measure(base: Baseline, mutations: Sequence[Mutation], workers: int) -> list
                 document = base.compare(root, f"{root.name}-{mutation.id}")
             except RunFailedError as failure:
                 return Outcome(mutation, [], error=str(failure))
-            return Outcome(mutation, flags(document))
+            return Outcome(mutation, flags(document), gate_failed=document.get("gate_failed"))
         finally:
             write_source(root / mutation.file, original)
             slots.put(root)
@@ -217,7 +217,7 @@ def misses(outcomes: Sequence[Outcome]) -> list[str]:
             found.append(f"{m.id}: not caught; no case flagged ({m.why})")
         elif not m.equivalent and not o.localised:
             wrong = "; ".join(
-                f"{e.case}: expected {e.cls}@{e.step}, got {o.got(e.case)}" for e in m.expect
+                f"{e.case}: expected {e.describe()}, got {o.got(e.case)}" for e in m.expect
             )
             place = "right step, other class" if o.right_step else "wrong step"
             found.append(f"{m.id}: caught, not localised ({place}): {wrong} ({m.why})")
@@ -320,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             what = (
                 "equivalent"
                 if m.equivalent
-                else ", ".join(f"{e.case} {e.cls}@{e.step}" for e in m.expect)
+                else ", ".join(f"{e.case} {e.describe()}" for e in m.expect)
             )
             print(f"{m.id:<28} {m.file}: {m.why} [{what}]")
         return 0

@@ -2,7 +2,9 @@
 
 A mutation is one exact substitution `old -> new` in one file. It either changes behaviour (it
 names the cases that must be flagged and, for each, the class and step the first divergence
-must report) or is `equivalent` (a rewrite that must not be flagged at all).
+must report — or, for a change no trajectory shows, such as an expected failure that passes or
+a cost that grew, the kind the comparison must give the case, with no step) or is `equivalent`
+(a rewrite that must not be flagged at all).
 """
 
 from __future__ import annotations
@@ -14,11 +16,30 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Expect:
-    """A case the mutation must flag, and where its first divergence must be named."""
+    """A case the mutation must flag, and where its first divergence must be named; with no
+    `step`, `cls` is the comparison kind it must be flagged with (`xpassed`,
+    `budget_regression`, …): what changed is not a step of the trajectory."""
 
     case: str  # suite/case_id
     cls: str
-    step: int
+    step: int | None = None
+
+    def met_by(self, flag: Flag | None) -> bool:
+        if flag is None:
+            return False
+        if self.step is None:
+            return flag.kind == self.cls
+        return flag.first == (self.cls, self.step)
+
+    def at_step(self, flag: Flag | None) -> bool:
+        if flag is None:
+            return False
+        if self.step is None:
+            return flag.kind == self.cls
+        return flag.first is not None and flag.first[1] == self.step
+
+    def describe(self) -> str:
+        return self.cls if self.step is None else f"{self.cls}@{self.step}"
 
 
 @dataclass(frozen=True)
@@ -103,6 +124,7 @@ class Outcome:
     mutation: Mutation
     flagged: list[Flag]
     error: str | None = None  # the run itself failed (no JSON): caught, with this as the reason
+    gate_failed: bool | None = None  # whether the run's gate failed (None: no run document)
 
     @property
     def caught(self) -> bool:
@@ -111,28 +133,22 @@ class Outcome:
     @property
     def localised(self) -> bool:
         by_case = {f.case: f for f in self.flagged}
-        return all(
-            e.case in by_case and by_case[e.case].first == (e.cls, e.step)
-            for e in self.mutation.expect
-        )
+        return all(e.met_by(by_case.get(e.case)) for e in self.mutation.expect)
 
     @property
     def right_step(self) -> bool:
         """Caught, and every expected case's first divergence is at the expected step (its
         class may differ): a miss of the name, not of the place."""
         by_case = {f.case: f for f in self.flagged}
-        return self.caught and all(
-            e.case in by_case
-            and by_case[e.case].first is not None
-            and by_case[e.case].first[1] == e.step
-            for e in self.mutation.expect
-        )
+        return self.caught and all(e.at_step(by_case.get(e.case)) for e in self.mutation.expect)
 
     def got(self, case: str) -> str:
         flag = next((f for f in self.flagged if f.case == case), None)
         if flag is None:
             return "not flagged"
-        return f"{flag.first[0]}@{flag.first[1]}" if flag.first else f"{flag.kind}, no divergence"
+        if flag.first:
+            return f"{flag.first[0]}@{flag.first[1]}"
+        return flag.kind if flag.kind != "unchanged" else f"{flag.kind}, no divergence"
 
     def line(self) -> str:
         m = self.mutation
@@ -142,13 +158,12 @@ class Outcome:
         if m.equivalent:
             verdict = "FALSE POSITIVE" if self.caught else "ok (not flagged)"
             return f"{m.id:<28} equivalent  {verdict:<18} flagged: {flagged}"
-        where = "; ".join(
-            f"{e.case} want {e.cls}@{e.step} got {self.got(e.case)}" for e in m.expect
-        )
+        where = "; ".join(f"{e.case} want {e.describe()} got {self.got(e.case)}" for e in m.expect)
+        gate = {True: "FAILED", False: "passed", None: "-"}[self.gate_failed]
         return (
             f"{m.id:<28} caught={'yes' if self.caught else 'no ':<3} "
-            f"localised={'yes' if self.localised and self.caught else 'no ':<3} {where}"
-            f" | flagged: {flagged}"
+            f"localised={'yes' if self.localised and self.caught else 'no ':<3} gate={gate} "
+            f"{where} | flagged: {flagged}"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -169,4 +184,5 @@ class Outcome:
                 for f in self.flagged
             ],
             "error": self.error,
+            "gate_failed": self.gate_failed,
         }

@@ -1,4 +1,4 @@
-"""The mutations `detection_power.py` applies: 62 behaviour changes and 10 equivalent rewrites.
+"""The mutations `detection_power.py` applies: 64 behaviour changes and 10 equivalent rewrites.
 
 Each is an exact substitution in one file of the repository. A behaviour-changing mutation
 names the case(s) that must be flagged and, for each, the class and step (the model-call
@@ -655,7 +655,39 @@ EQUIVALENT = [
     ),
 ]
 
-MUTATIONS: list[Mutation] = [*RUNTIME, *MCP, *BUILTIN_TOOLS, *GOLDEN_AGENTS, *EQUIVALENT]
+# What no trajectory shows, the comparison must still flag: an expected failure that starts
+# passing (XPASS), and usage read wrong from identical recordings (tokens, cost).
+NOT_IN_THE_TRAJECTORY = [
+    Mutation(
+        "xfail-scorer-lenient",
+        "agentbench/evals/scorers/output_text.py",
+        "found = [w for w in wanted if (w.lower() if self.params.ignore_case else w) in haystack]",
+        "found = [w for w in wanted if (w.lower() if self.params.ignore_case else w).strip(': ')"
+        " in haystack]",
+        "output_contains ignores a needle's trailing colon and spaces: an expected failure passes",
+        (Expect("sre/forecast-not-available", "xpassed"),),
+    ),
+    Mutation(
+        "usage-counts-swapped",
+        "agentbench/runtime/completions.py",
+        '"input_tokens": body.get("prompt_tokens") or 0,\n'
+        '        "output_tokens": body.get("completion_tokens") or 0,',
+        '"input_tokens": body.get("completion_tokens") or 0,\n'
+        '        "output_tokens": body.get("prompt_tokens") or 0,',
+        "prompt and completion token counts are swapped where usage is read: the cost of the "
+        "same recorded usage is about 4x",
+        (Expect("sre/headroom-prod-eu", "budget_regression"),),
+    ),
+]
+
+MUTATIONS: list[Mutation] = [
+    *RUNTIME,
+    *MCP,
+    *BUILTIN_TOOLS,
+    *GOLDEN_AGENTS,
+    *NOT_IN_THE_TRAJECTORY,
+    *EQUIVALENT,
+]
 
 if len({m.id for m in MUTATIONS}) != len(MUTATIONS):
     raise ValueError("two mutations share an id")
