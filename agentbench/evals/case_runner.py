@@ -98,6 +98,7 @@ class CaseRun:
     recorded: list[Step] | None = None  # the cassette's trajectory, when one was replayed
     live_from: int | None = None  # the model call (1-based) a live model took over at
     stopped: bool = False  # strict replay stopped the run at its first drifted request
+    replayed: bool = False  # every model call was answered from the cassette
     unanswered: list[int] = field(default_factory=list)  # calls the recording had no answer for
     # Where runs stopped by the clock (`replay.models.budget_stop`), for the recording.
     budget_stops: list[dict[str, Any]] = field(default_factory=list)
@@ -356,6 +357,7 @@ async def run_case(plan: CasePlan) -> CaseRun:
         events = [event for turn in outcome.turns for event in turn.all_events]
         outcome.drifts = with_fallback_drifts(model.drifts, fallback_drifts(plan.agent, events))
         outcome.live_from = model.live_began
+        outcome.replayed = not model.recorded  # no call went to a live model
         outcome.stopped = model.strict and bool(model.drifts)
         outcome.unanswered = list(model.unanswered)
     if cassette is not None and "trajectory" in cassette.info:

@@ -438,6 +438,7 @@ class Harness:
             cost_usd=cost,
             judge=judge.model if judge else None,
             steps=outcome.steps,  # the trajectory the divergences are found in, made once
+            replayed=outcome.replayed,
         )
         root = suite.root  # once: for a suite loaded by a relative path it asks the OS
         scorers = [spec.build(base_dir=root) for spec in expectations]

@@ -59,6 +59,9 @@ class ScoreContext:
     duration_ms: float  # wall time of the whole case
     cost_usd: float | None = None  # None when the model's pricing is unknown
     judge: ChatModel | None = None
+    # Every model call was answered from a recording: the case's time then measures this
+    # machine (a replayed call takes microseconds), not the model.
+    replayed: bool = False
 
     @classmethod
     def from_runs(
@@ -71,6 +74,7 @@ class ScoreContext:
         cost_usd: float | None = None,
         judge: ChatModel | None = None,
         steps: list[Step] | None = None,
+        replayed: bool = False,
     ) -> ScoreContext:
         """Build the context from the `RunResult` of each turn (`Runner.run`'s return value).
 
@@ -97,6 +101,7 @@ class ScoreContext:
             ),
             cost_usd=cost_usd,
             judge=judge,
+            replayed=replayed,
         )
 
     @property

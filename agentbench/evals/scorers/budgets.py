@@ -1,7 +1,10 @@
 """Budget scorers: model calls (`max_steps`), tokens, cost and latency of a whole case.
 
 Over budget, the value is budget ÷ actual (how far over, as partial credit), so a report can
-tell "a little over" from "ten times over".
+tell "a little over" from "ten times over". A latency budget is judged only where the model was
+called live: in a replayed case a model call takes microseconds, so the case's time is this
+machine's (how loaded it is), and a busy CI runner must not fail a case the code did not
+change — the same rule the comparison applies to latency between evals.
 """
 
 from __future__ import annotations
@@ -207,6 +210,17 @@ class LatencyBudget:
         p = self.params
         latencies = [e.latency_ms for e in ctx.events if e.kind == "model_response"]
         details: dict[str, Any] = {"duration_ms": ctx.duration_ms, "model_calls": len(latencies)}
+        if ctx.replayed:
+            details["judged"] = False
+            return Score(
+                self.name,
+                1.0,
+                True,
+                f"not judged: the model calls were replayed, so the case's "
+                f"{ctx.duration_ms:,.0f} ms measure this machine, not the agent; latency "
+                "budgets are judged in --live runs",
+                details,
+            )
         values: list[tuple[str, float, float]] = []
         if p.max_ms is not None:
             values.append((f"the case took {ctx.duration_ms:,.0f} ms", ctx.duration_ms, p.max_ms))
