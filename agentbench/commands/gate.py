@@ -88,6 +88,7 @@ def gate(
         report_dir=None if no_report else reports_dir(report_dir),
         junit=junit,
         summary_md=summary_md,
+        as_json=as_json,
     )
     show(result, verdict, written, store_path=store.path, fail_under=fail_under, as_json=as_json)
     return finish(verdict, written)

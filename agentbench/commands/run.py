@@ -283,6 +283,7 @@ def run(
             report_dir=None if no_report else (report_dir or root / "reports").absolute(),
             junit=junit,
             summary_md=summary_md,
+            as_json=as_json,
         )
         show(
             result, verdict, written, store_path=store.path, fail_under=fail_under, as_json=as_json

@@ -35,7 +35,7 @@ from agentbench.evals.baseline import find_baseline
 from agentbench.evals.compare import Comparison, compare_evals
 from agentbench.evals.compare_text import comparison_text
 from agentbench.evals.gate import StrictXfail
-from agentbench.evals.results_store import eval_config
+from agentbench.evals.results_store import eval_config, keep_verdict
 from agentbench.evals.shards import Shard, ShardSet
 from agentbench.evals.verdict import GateRules, Verdict, decide
 from agentbench.report import write_report
@@ -135,9 +135,11 @@ def write_outputs(
     report_dir: Path | None,
     junit: Path | None,
     summary_md: Path | None,
+    as_json: bool = False,
 ) -> Written:
-    """JUnit, Markdown summaries and annotations first (cheap, and what CI reads), the HTML
-    report last; one that fails does not keep the others from being written."""
+    """The verdict kept with the eval (for reports made later), JUnit, Markdown summaries and
+    annotations (cheap, and what CI reads), the HTML report last; one that fails does not keep
+    the others from being written."""
     written = Written()
     comparison = verdict.comparison
 
@@ -148,6 +150,7 @@ def write_outputs(
             written.failures.append(exc)
             return None
 
+    attempt(lambda: keep_verdict(store, result.eval_id, verdict.as_dict()))
     if junit is not None:
         attempt(lambda: write_junit(junit, result.outcomes, verdict=verdict))
         written.junit = junit.absolute()
@@ -160,7 +163,7 @@ def write_outputs(
     if os.environ.get("GITHUB_ACTIONS") == "true":
         lines = attempt(lambda: github_annotations(result.outcomes, comparison, verdict=verdict))
         for line in lines or ():
-            click.echo(line)
+            click.echo(line, err=as_json)  # with --json, stdout holds the document alone
     if report_dir is not None:
         data = comparison.as_dict() if comparison is not None else None
         path = attempt(

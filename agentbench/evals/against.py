@@ -105,6 +105,9 @@ def _run(
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     # A CI-wide AGENTBENCH_CODE_VERSION names the current checkout, not this ref.
     env["AGENTBENCH_CODE_VERSION"] = sha
+    # The baseline's run is not the job's verdict: no step summary or annotations of its own.
+    for name in ("GITHUB_STEP_SUMMARY", "GITHUB_ACTIONS"):
+        env.pop(name, None)
     command = [python, "-m", "agentbench", "run", *paths, "--json", "--db", str(db)]
     try:
         done = subprocess.run(

@@ -218,6 +218,31 @@ def finish_eval(store: Any, run: Any) -> None:
         )
 
 
+def keep_verdict(store: Any, eval_id: str, verdict: dict[str, Any]) -> None:
+    """Keep the verdict `run` or `gate` reached with the eval's summary, so a report made
+    later (`agentbench report`) opens with the same banner; a merge, which changes the eval,
+    drops it (`merging.resummarize`)."""
+    with store.writing() as conn:
+        row = conn.execute("SELECT summary FROM evals WHERE eval_id = ?", [eval_id]).fetchone()
+        if row is None:
+            return
+        summary = orjson.loads(row[0]) if row[0] else {}
+        summary["verdict"] = {
+            **verdict,
+            "judged_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        conn.execute(
+            "UPDATE evals SET summary = ? WHERE eval_id = ?",
+            [_json(redactor_for(store).value(summary)), eval_id],
+        )
+
+
+def stored_verdict(summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The verdict `keep_verdict` kept in an eval's summary, if any."""
+    found = (summary or {}).get("verdict")
+    return found if isinstance(found, dict) and found.get("status") else None
+
+
 def stored_outcomes(store: Any, eval_id: str) -> dict[tuple[str, str, int], TrialOutcome]:
     """The trials an eval already has results for (the latest row of each)."""
     return {(o.suite, o.case_id, o.trial): o for o in iter_stored_outcomes(store, eval_id)}

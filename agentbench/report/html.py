@@ -147,6 +147,12 @@ def _report_pieces(
     """One eval's report in pieces; the traces are read as the details are made. The eval
     is looked up now, so an unknown one is said before anything is written."""
     data = load_eval(store, eval_id, traces=False)
+    if gate is None and comparison is None and data.verdict is not None:
+        # A report made later opens with the verdict the eval was last judged with.
+        kept = data.verdict
+        when = f" at {kept['judged_at']}" if kept.get("judged_at") else ""
+        note = f"this is the verdict `agentbench run` or `agentbench gate` reached{when}"
+        gate = {**kept, "notes": [*kept.get("notes", ()), note]}
     context = {
         "comparison": comparison_view(comparison) if comparison is not None else None,
         **page_context(data, comparison, gate),

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from agentbench.errors import UsageError
-from agentbench.evals.results_store import stored_outcomes
+from agentbench.evals.results_store import stored_outcomes, stored_verdict
 from agentbench.evals.stats import TrialOutcome
 from agentbench.trace.queries import fetch
 from agentbench.trace.schema import (
@@ -65,6 +67,7 @@ class EvalData:
     model: str | None
     outcomes: list[TrialOutcome]
     runs: dict[TrialKey, list[RunTrace]] = field(default_factory=dict)
+    verdict: dict[str, Any] | None = None  # the last verdict `run` or `gate` reached on it
 
 
 def resolve_eval_id(store: Any, text: str) -> str:
@@ -141,7 +144,16 @@ def _eval_data(
         model=row["model"],
         outcomes=outcomes,
         runs=runs,
+        verdict=stored_verdict(_summary(row.get("summary"))),
     )
+
+
+def _summary(text: Any) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(text) if isinstance(text, str | bytes) and text else None
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _runs_by_trial(
