@@ -40,6 +40,8 @@ POLICIES = {
     "reference-mcp-live": "golden.mcp_live.reference",
     "reference-memory-defaults": "golden.memory_defaults.reference",
     "reference-negative-controls": "golden.negative_controls.reference",
+    "reference-resilience": "golden.resilience.reference",
+    "reference-resilience-backup": "golden.resilience.reference",
 }
 
 

@@ -46,6 +46,7 @@ AGENTS = {
     "mcp_live": "golden.mcp_live.agent:parts_desk",
     "memory_defaults": "golden.memory_defaults.agent:hiking_guide",
     "negative_controls": "golden.negative_controls.agent:library_desk",
+    "resilience": "golden.resilience.agent:rates_desk",
 }
 
 
@@ -219,6 +220,14 @@ CHANGES: dict[str, list[Change]] = {
             "prompt",
             {"request_drift"},
             edit("Look books up before reserving them.", "Look a book up before reserving it."),
+        ),
+    ],    # Served through the openai client and the bundled server, faults and all.
+    "resilience": [
+        change("tool_result", {"tool_result_changed"}, edit('"CHF": 0.9412', '"CHF": 0.9415')),
+        change(
+            "prompt",
+            {"request_drift"},
+            edit("Look every rate up; never guess.", "Look every rate up; do not guess."),
         ),
     ],
 }
