@@ -128,7 +128,9 @@ class GoldenCase(pytest.Item):
         if case.skip:
             self.add_marker(pytest.mark.skip(reason=case.skip))
         elif case.xfail:
-            self.add_marker(pytest.mark.xfail(reason=case.xfail, strict=False))
+            # As the gate: an XPASS fails only in a suite that says strict_xfail: true.
+            strict = bool(getattr(suite, "strict_xfail", False))
+            self.add_marker(pytest.mark.xfail(reason=case.xfail, strict=strict))
 
     def runtest(self) -> None:
         from agentbench.evals.harness import Harness, HarnessOptions, agent_for

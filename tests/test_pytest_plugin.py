@@ -61,15 +61,18 @@ def test_golden_cases_are_pytest_items_with_reasons(pytester: pytest.Pytester) -
     (suite / "agent.py").write_text(
         "from agentbench import Agent\nagent = Agent(name='echo', instructions='Echo.')\n"
     )
-    (suite / "suite.yaml").write_text("name: mini\nagent: agent.py:agent\ncassettes: cassettes\n")
+    (suite / "suite.yaml").write_text(
+        "name: mini\nagent: agent.py:agent\ncassettes: cassettes\nstrict_xfail: true\n"
+    )
     (suite / "cases" / "c.yaml").write_text(
         "- id: hello\n  input: hi\n  expect:\n    - output_contains: hello\n"
         "- id: wrong\n  input: hi\n  expect:\n    - output_contains: goodbye\n"
+        "- id: lucky\n  input: hi\n  xfail: not yet\n  expect:\n    - output_contains: hello\n"
     )
     from agentbench.replay.cassette import Cassette, Interaction
     from agentbench.runtime.models import ChatResponse
 
-    for case in ("hello", "wrong"):
+    for case in ("hello", "wrong", "lucky"):
         request = {
             "model": "m",
             "messages": [{"role": "system", "content": "Echo."}, {"role": "user", "content": "hi"}],
@@ -80,8 +83,9 @@ def test_golden_cases_are_pytest_items_with_reasons(pytester: pytest.Pytester) -
     result = pytester.runpytest(
         "-p", "no:cacheprovider", "--agentbench-golden", str(pytester.path / "golden")
     )
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=2)  # an XPASS of a strict suite fails, as the gate
     output = result.stdout.str()
+    assert "[XPASS(strict)] not yet" in output
     assert "mini/wrong" in output and "c.yaml:5" in output
     assert "output_contains" in output and "goodbye" in output
 

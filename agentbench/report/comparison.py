@@ -24,10 +24,12 @@ from agentbench.trace._json import dumps
 # Newly failing cases first: they are why a gate fails.
 KIND_ORDER = (
     ("newly_failing", "Newly failing"),
+    ("xpassed", "XPASS: marked xfail, and passed"),
     ("score_changed", "Score changed"),
     ("budget_regression", "Budget regressions"),
     ("flaky", "Flaky"),
     ("behaviour_changed", "Behaviour changed (scores equal)"),
+    ("usage_changed", "Tokens or cost changed (replayed)"),
     ("newly_passing", "Newly passing"),
     ("added", "Added cases"),
     ("removed", "Removed cases"),
