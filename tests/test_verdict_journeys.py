@@ -249,3 +249,12 @@ def test_an_unmerged_shard_store_gated(work: Path, monkeypatch: pytest.MonkeyPat
     banner = _banner(Path(later.out.strip().rsplit(": ", 1)[1]))
     assert "Gate FAILED" in banner and "it lacks shard(s) 1/3, 3/3" in banner
     assert "this is the verdict `agentbench run` or `agentbench gate` reached at" in banner
+
+
+def test_no_runnable_suite_still_says_the_verdict(work: Path) -> None:
+    bad = work / "golden" / "bad"
+    bad.mkdir()
+    (bad / "suite.yaml").write_text("name: bad\nagent: nope\n")
+    ran = agentbench(work, "run", "golden/bad")
+    assert ran.code == 2
+    assert "gate: ERROR (exit 2)\n  - suite error: suite golden/bad" in ran.err, ran.err

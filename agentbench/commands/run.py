@@ -30,6 +30,7 @@ from agentbench.commands.run_outputs import (
     finish,
     gate_options,
     judge,
+    nothing_runnable,
     show,
     write_outputs,
 )
@@ -202,6 +203,7 @@ def run(
         click.echo(f"error: {error}", err=True)
     if not found.suites:
         click.echo("no runnable suite found", err=True)
+        click.echo(nothing_runnable([str(e) for e in found.errors]).text(), err=True)
         return EXIT_USAGE
     # Everything is anchored at the repository holding the suites, wherever this was typed.
     root = project_root(paths[0], found.suites[0])

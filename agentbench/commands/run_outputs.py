@@ -37,7 +37,7 @@ from agentbench.evals.compare_text import comparison_text
 from agentbench.evals.gate import StrictXfail
 from agentbench.evals.results_store import eval_config, keep_verdict
 from agentbench.evals.shards import Shard, ShardSet
-from agentbench.evals.verdict import GateRules, Verdict, decide
+from agentbench.evals.verdict import ERROR, EXIT_USAGE, GateRules, Verdict, decide
 from agentbench.report import write_report
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -218,6 +218,14 @@ def show(
             click.echo(f"{label}: {path}")
     click.echo("")
     click.echo(verdict.text())
+
+
+def nothing_runnable(errors: list[str]) -> Verdict:
+    """The verdict when no suite could be loaded at all: an error (exit 2), with no eval."""
+    # Each error was printed whole just before; the verdict names each by its first line.
+    reasons = [f"suite error: {e.strip().splitlines()[0]}" for e in errors if e.strip()]
+    reasons = reasons or ["no suite found under the paths given"]
+    return Verdict(ERROR, EXIT_USAGE, reasons, "no suite could run, so nothing was judged")
 
 
 def finish(verdict: Verdict, written: Written) -> int:
