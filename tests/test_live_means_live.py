@@ -247,9 +247,11 @@ def test_a_live_run_that_ran_out_of_time_replays_with_the_same_stop_reason(
         ran = live(repo, server, "--record-mode", "all", "--json")
     assert ran.code == 0, ran.out + ran.err
     recorded = Cassette.load(repo / "suites" / "mini" / "cassettes" / "paris.yaml")
-    assert len(recorded.interactions) == 1
+    # After the tool call (or, on a machine slow enough, before even that was answered).
+    answered = len(recorded.interactions)
+    assert answered in (0, 1)
     assert recorded.info["budget_stops"] == [
-        {"after_calls": 1, "stop_reason": "timeout", "agent": "weather"}
+        {"after_calls": answered, "stop_reason": "timeout", "agent": "weather"}
     ]
     replayed = cli(repo, "run", "suites/mini", "--no-report", "--json")
     assert replayed.code == 0, replayed.out + replayed.err
