@@ -1,4 +1,4 @@
-"""The mutations `detection_power.py` applies: 64 behaviour changes and 10 equivalent rewrites.
+"""The mutations `detection_power.py` applies: 79 behaviour changes and 10 equivalent rewrites.
 
 Each is an exact substitution in one file of the repository. A behaviour-changing mutation
 names the case(s) that must be flagged and, for each, the class and step (the model-call
@@ -13,6 +13,7 @@ from __future__ import annotations
 from mutation_model import Expect, Mutation
 
 RT = "agentbench/runtime"
+EVALS = "agentbench/evals"
 BUILTIN = "agentbench/runtime/builtin"
 
 RUNTIME = [
@@ -655,6 +656,136 @@ EQUIVALENT = [
     ),
 ]
 
+# The client a served replay runs (golden/resilience): retries, streams, quirks and fallbacks,
+# which a replay above the SDK never reaches.
+SERVED = [
+    Mutation(
+        "retry-5xx-not-retried",
+        f"{RT}/retry.py",
+        "return status in RETRYABLE_STATUS or status >= 500",
+        "return status in RETRYABLE_STATUS",
+        "a 5xx is final: the client no longer retries it (nor does a FallbackModel move on)",
+        (Expect("resilience/usd-after-503", "stop_reason_changed", 1),),
+    ),
+    Mutation(
+        "retry-max-attempts-3",
+        f"{RT}/retry.py",
+        "max_attempts: int = 4",
+        "max_attempts: int = 3",
+        "the client gives up after three attempts: three 429s send the agent to its backup model",
+        (Expect("resilience/gbp-after-429-retry-after", "response_changed", 1),),
+    ),
+    Mutation(
+        "stream-cut-taken-whole",
+        f"{RT}/openai_model.py",
+        "                if state.finished:\n",
+        "                if state.chunks:\n",
+        "a stream that broke part-way is taken for the whole answer (a tool call's arguments cut)",
+        (Expect("resilience/chf-stream-cut-mid-tool-call", "response_changed", 1),),
+    ),
+    Mutation(
+        "stream-names-glued",
+        f"{RT}/completions.py",
+        'call["name"] = name if name.startswith(call["name"]) else call["name"] + name',
+        'call["name"] = call["name"] + name',
+        "a tool name repeated in every streamed chunk is glued together",
+        (Expect("resilience/gbp-names-repeated-in-stream", "response_changed", 1),),
+    ),
+    Mutation(
+        "empty-stream-taken-as-answer",
+        f"{RT}/openai_model.py",
+        "        if not state.chunks:\n            return None\n",
+        "        if not state.chunks:\n            return state.response(request)\n",
+        "llama.cpp's empty event stream is taken for an empty answer, not asked again unstreamed",
+        (Expect("resilience/usd-from-llama-cpp", "response_changed", 1),),
+    ),
+    Mutation(
+        "fallback-model-not-on-transient",
+        f"{RT}/fallback.py",
+        "if is_transient(error) or (self.errors and isinstance(error, self.errors)):",
+        "if self.errors and isinstance(error, self.errors):",
+        "a FallbackModel moves on only for the errors named in on=, not after a 503",
+        (Expect("resilience/primary-model-down", "stop_reason_changed", 1),),
+    ),
+    Mutation(
+        "fallback-record-names-primary",
+        f"{RT}/fallback.py",
+        'record = {"answered_by": answered_by, "chain": chain, "failed": failed}',
+        'record = {"answered_by": chain[0], "chain": chain, "failed": failed}',
+        "a fallback's record says the primary answered (which the agent's chain never does)",
+        (Expect("resilience/primary-model-down", "request_drift", 1),),
+    ),
+    Mutation(
+        "fallback-tool-after-business-failure",
+        f"{RT}/fallback.py",
+        "if result.kind is not ResultKind.SYSTEM_ERROR:",
+        "if result.kind is ResultKind.OK:",
+        "a fallback tool asks its next backend after a business failure too",
+        (Expect("resilience/unknown-currency-no-fallback", "tool_result_changed", 1),),
+    ),
+    Mutation(
+        "fallback-tool-path-dropped",
+        f"{RT}/fallback.py",
+        'return result.model_copy(update={"error": path})',
+        "return result",
+        "a fallback tool's ok answer no longer records which backend gave it and why",
+        (Expect("resilience/yen-feed-falls-back", "tool_result_changed", 1),),
+    ),
+]
+
+# Scorers made lenient: each turns a negative control (golden/negative_controls, strict_xfail)
+# into an XPASS, which fails the gate.
+SCORERS_LENIENT = [
+    Mutation(
+        "regex-always-ignores-case",
+        f"{EVALS}/scorers/output_text.py",
+        "        flags = 0\n        for flag in params.flags:",
+        "        flags = re.IGNORECASE\n        for flag in params.flags:",
+        "output_regex ignores case whether or not the expectation asks it to",
+        (Expect("negative_controls/control-output-regex-case", "xpassed"),),
+    ),
+    Mutation(
+        "not-contains-misses-the-start",
+        f"{EVALS}/scorers/output_text.py",
+        "if (at := haystack.find(word.lower() if self.params.ignore_case else word)) >= 0",
+        "if (at := haystack.find(word.lower() if self.params.ignore_case else word)) > 0",
+        "output_not_contains misses a banned text at the very start of the output",
+        (Expect("negative_controls/control-output-not-contains-start", "xpassed"),),
+    ),
+    Mutation(
+        "tool-called-times-at-most",
+        f"{EVALS}/scorers/tool_use.py",
+        "if count and (times is None or count == times):",
+        "if count and (times is None or count <= times):",
+        "tool_called's times is read as at most",
+        (Expect("negative_controls/control-tool-called-times", "xpassed"),),
+    ),
+    Mutation(
+        "trajectory-strict-misspelt",
+        f"{EVALS}/scorers/trajectory_match.py",
+        'if mode == "strict":',
+        'if mode == "exact":',
+        "trajectory's strict mode falls through to the order-blind comparison",
+        (Expect("negative_controls/control-trajectory-order", "xpassed"),),
+    ),
+    Mutation(
+        "token-budget-counts-output-only",
+        f"{EVALS}/scorers/budgets.py",
+        '("tokens", usage.total_tokens, self.params.max_tokens),',
+        '("tokens", usage.output_tokens, self.params.max_tokens),',
+        "token_budget's max_tokens is checked against the output tokens only",
+        (Expect("negative_controls/control-token-budget", "xpassed"),),
+    ),
+    Mutation(
+        "max-steps-counts-runs",
+        f"{EVALS}/scorers/budgets.py",
+        "total = sum(per_run.values())",
+        "total = len(per_run)",
+        "max_steps counts runs, not model calls",
+        (Expect("negative_controls/control-max-steps", "xpassed"),),
+    ),
+]
+
 # What no trajectory shows, the comparison must still flag: an expected failure that starts
 # passing (XPASS), and usage read wrong from identical recordings (tokens, cost).
 NOT_IN_THE_TRAJECTORY = [
@@ -686,6 +817,8 @@ MUTATIONS: list[Mutation] = [
     *BUILTIN_TOOLS,
     *GOLDEN_AGENTS,
     *NOT_IN_THE_TRAJECTORY,
+    *SERVED,
+    *SCORERS_LENIENT,
     *EQUIVALENT,
 ]
 
