@@ -79,7 +79,7 @@ class Run:
     seconds: float
     changes: list[Change] = field(default_factory=list)
     suite_errors: list[str] = field(default_factory=list)
-    failure: str | None = None  # no JSON document: why (the last line of stderr)
+    failure: str | None = None  # no eval came out of it: why
 
     def line(self) -> str:
         code = "timed out" if self.exit_code is None else f"exit {self.exit_code}"
@@ -144,6 +144,17 @@ def verdict_changes(baseline: dict[str, Any], current: dict[str, Any]) -> list[C
         if kind != "unchanged" or was != now:
             changes.append(Change(case, was, now, kind, list(compared.get("reasons", ()))))
     return changes
+
+
+def judged(run: Run, baseline: dict[str, Any], document: dict[str, Any] | None, tail: str) -> Run:
+    """`run` with what its JSON document shows against the baseline's."""
+    if document is None or "results" not in document:
+        # No eval to compare (exit 3, say): its error, not every case listed as absent.
+        run.failure = (document or {}).get("error", {}).get("message", tail)
+        return run
+    run.changes = verdict_changes(baseline, document)
+    run.suite_errors = [str(e) for e in document.get("suite_errors") or ()]
+    return run
 
 
 def _statuses(document: dict[str, Any]) -> dict[str, str]:
@@ -222,12 +233,7 @@ def measure(
                     root, db, "--baseline", baseline["eval_id"], *extra, *flags
                 )
                 run = Run(number, executor, code, time.monotonic() - started)
-                if document is None:
-                    run.failure = tail
-                else:
-                    run.changes = verdict_changes(baseline, document)
-                    run.suite_errors = [str(e) for e in document.get("suite_errors") or ()]
-                report["runs"].append(run)
+                report["runs"].append(judged(run, baseline, document, tail))
                 print(run.line(), file=sys.stderr, flush=True)
                 db.unlink(missing_ok=True)
                 shutil.rmtree(db.with_name(db.name + ".spool"), ignore_errors=True)

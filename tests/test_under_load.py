@@ -17,7 +17,7 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
-from under_load import cpu_hog, verdict_changes  # noqa: E402
+from under_load import Run, cpu_hog, judged, verdict_changes  # noqa: E402
 
 
 def alive(pid: int) -> bool:
@@ -68,6 +68,16 @@ def test_a_case_missing_from_a_run_is_a_change() -> None:
     assert [c.line() for c in verdict_changes(baseline, current)] == [
         "sql/top [passed → absent, unchanged]"
     ]
+
+
+def test_a_run_that_recorded_no_eval_is_a_failure_not_every_case_changed() -> None:
+    baseline = document(("sql", "count", "passed"))
+    error = {"error": {"kind": "infrastructure", "message": "Ray did not start", "exit_code": 3}}
+    run = judged(Run(1, "ray", 3, 60.0), baseline, error, "stderr tail")
+    assert (run.failure, run.changes) == ("Ray did not start", [])
+    silent = judged(Run(2, "local", None, 60.0), baseline, None, "Killed")
+    assert silent.failure == "Killed"
+    assert "no result: Killed" in silent.line() and "timed out" in silent.line()
 
 
 def test_the_hog_is_killed_when_the_measurement_ends() -> None:
