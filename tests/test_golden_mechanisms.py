@@ -202,7 +202,7 @@ def test_the_journey_on_the_new_suites(copy: Path, tmp_path: Path) -> None:
     code, out = cli(copy, "run", *suites, "--db", db, "--baseline", first["eval_id"])
     assert code == 0, out
     assert f"baseline {first['eval_id']} (named on the command line)" in out
-    assert "unchanged: 7 case(s)" in out and "gate: passed" in out
+    assert "unchanged: 8 case(s)" in out and "gate: passed" in out
     second = out.split("(eval ")[1].split(")")[0]
 
     code, out = cli(copy, "report", second, "--db", db)
@@ -213,7 +213,7 @@ def test_the_journey_on_the_new_suites(copy: Path, tmp_path: Path) -> None:
     code, out = cli(copy, "diff", first["eval_id"], second, "--db", db, "--json")
     assert code == 0, out
     compared = {c["case_id"]: c["kind"] for c in orjson.loads(out)["cases"]}
-    assert len(compared) == 7 and set(compared.values()) == {"unchanged"}
+    assert len(compared) == 8 and set(compared.values()) == {"unchanged"}
 
     for cassette in ("lookups-summarized", "pinned-fact-outlives-dropped-turns"):
         code, out = cli(copy, "replay", f"replays/memory/{cassette}.yaml")
