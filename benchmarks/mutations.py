@@ -595,8 +595,8 @@ EQUIVALENT = [
     Mutation(
         "eq-sql-request-keys",
         f"{BUILTIN}/sql.py",
-        '{"sql": sql, "max_rows": max_rows, "max_bytes": max_bytes, "timeout_s": timeout_s}',
-        '{"timeout_s": timeout_s, "max_bytes": max_bytes, "max_rows": max_rows, "sql": sql}',
+        '            "max_rows": max_rows,\n            "max_bytes": max_bytes,\n',
+        '            "max_bytes": max_bytes,\n            "max_rows": max_rows,\n',
         "reorder the independent keys of the request sent to the SQL worker",
         equivalent=True,
     ),
