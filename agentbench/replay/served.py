@@ -9,7 +9,8 @@ server per case, and fetched through an `OpenAIModel`: the agent's own, when its
 `OpenAIModel` or a `FallbackModel` of them (pointed at the server, each keeping its name, retry
 policy and timeout), else one named as the recording. The server answers every attempt of a
 model call with that call's recorded answer, unless a scripted fault (`replay.faults`) hits the
-attempt first. Nothing leaves the machine and no API key is used.
+attempt first. Nothing leaves the machine, and no key of the user's is sent (the server gets
+`SERVED_API_KEY`).
 
 Live, a served case runs the same client against the real endpoint (`live_client`), so what is
 recorded is what that client does: a fallback's record, for one.
