@@ -8,7 +8,9 @@ and answers with the next tool call or the final text. This script serves those 
 an OpenAI-compatible server on 127.0.0.1 (agentbench.testing.OpenAICompatibleServer, chosen by
 the request's model name) and runs `agentbench run --live --record-mode all` against it, so
 every cassette is written by the same code path that records a real provider: the openai SDK,
-HTTP, the recording model and the cassette writer. That path also records, in each cassette's
+HTTP, the recording model and the cassette writer; a served suite (`serve:`) records through
+its agent's own client chain, so golden/resilience's FallbackModel really falls back when its
+reference policy answers the primary with a 503. That path also records, in each cassette's
 metadata, the suite's `agent` reference and `suite_dir` (the suite folder relative to the
 cassette), so `agentbench replay replays/<suite>/<case>.yaml` needs no --agent. To record
 against your own endpoint instead, run `agentbench run golden/ --live --record-mode all
