@@ -245,3 +245,30 @@ def test_baseline_gate_names_regressions_and_writes_ci_outputs(
     first = paris["divergences"][0]
     assert (first["class"], first["step"], first["agent"]) == ("request_drift", 1, "weather")
     assert first["changes"][0]["path"] == "messages[0].content"
+
+
+def test_setup_runs_before_the_agent_is_imported(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The agent's module opens at import what the suite's setup builds (a fixture database,
+    # say): setup must come first.
+    data = tmp_path / "temperatures.json"
+    (recorded / "fixture.py").write_text(
+        textwrap.dedent(f"""
+            from pathlib import Path
+
+            def build():
+                Path({str(data)!r}).write_text('{{"Paris": 21, "Oslo": 4}}')
+        """)
+    )
+    agent = (recorded / "agent.py").read_text()
+    (recorded / "agent.py").write_text(
+        agent.replace(
+            'TEMPERATURES = {"Paris": 21, "Oslo": 4}',
+            "from pathlib import Path\nimport json\n"
+            f"TEMPERATURES = json.loads(Path({str(data)!r}).read_text())",
+        )
+    )
+    suite = (recorded / "suite.yaml").read_text()
+    (recorded / "suite.yaml").write_text(suite + "setup: fixture.py:build\n")
+    assert run(str(recorded), db=tmp_path / "setup.duckdb") == 0, capsys.readouterr().out

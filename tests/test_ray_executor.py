@@ -120,3 +120,18 @@ def test_a_worker_killed_mid_eval_is_retried_and_nothing_is_stored_twice(
     assert root_runs(repo, "k.duckdb", result["eval_id"]) == root_runs(
         plain, "l.duckdb", local.json()["eval_id"]
     )
+
+
+def test_a_ray_that_does_not_come_up_is_an_infrastructure_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def cannot_start(*args: object, **kwargs: object) -> None:
+        raise ConnectionError("Ray's node did not start in time (raylet)")
+
+    repo = checkout(tmp_path)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", cannot_start)
+    ran = agentbench(repo, "run", f"golden/{SUITE}", "--executor", "ray", "--no-report")
+    assert ran.code == 3, ran.out + ran.err
+    assert "--executor ray: could not join a local Ray started for this run" in ran.err
+    assert "this is a bug" not in ran.err

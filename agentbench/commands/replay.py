@@ -77,8 +77,8 @@ def _replayed_agent(agent: Agent | None, suite: Suite | None, cassette: Cassette
     suite's model settings, its setup run): --agent, else the suite's, else the one the
     cassette names, imported from the cassette's repository."""
     if suite is not None:
+        run_setup(suite)  # before the agent: it builds what the agent may open at import
         built = agent_for(suite, agent)
-        run_setup(suite)
         if agent is None:
             origin = loaded_from(suite.agent, suite.path)
             _note_origin(RecordedAgent(built, suite.agent, suite.root, origin))

@@ -311,8 +311,9 @@ class Harness:
         agents: dict[str, Agent | None] = {}
         for suite in suites:
             try:
-                agents[suite.name] = agent_for(suite)
+                # Setup first: it builds what the agent's module may open when imported.
                 run_setup(suite)
+                agents[suite.name] = agent_for(suite)
             except AgentbenchError as exc:  # the suite's problem; the other suites still run
                 agents[suite.name] = None
                 run.suite_errors.append(str(exc))

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from agentbench.errors import UsageError
+from agentbench.errors import AgentbenchError, UsageError, one_line
 from agentbench.evals.executors import Finished, LocalExecutor, Queued, store_batch
 from agentbench.trace.recorder import RunLabels, TraceRecorder
 from agentbench.trace.redact import RedactionRules, Redactor
@@ -59,6 +59,10 @@ BATCHES_PER_CPU = 4
 MAX_BATCH = 64
 IN_FLIGHT_PER_CPU = 2  # tasks submitted ahead of what has come back, per CPU of the cluster
 STORE_BACKLOG = 8  # batches handed to the store and not yet written: the driver waits above
+
+
+class ExecutorError(AgentbenchError):
+    """The executor's cluster could not be reached or started (CLI exit code 3)."""
 
 
 @dataclass
@@ -102,8 +106,8 @@ def _suite(folder: str) -> tuple[Any, Any]:
         from agentbench.evals.harness import agent_for, run_setup
 
         suite = load_suite(Path(folder))
+        run_setup(suite)  # before the agent: it builds what the agent may open at import
         agent = agent_for(suite)
-        run_setup(suite)
         _loaded[folder] = (suite, agent)
     return _loaded[folder]
 
@@ -148,16 +152,24 @@ class RayExecutor:
             shipped = (ray.get_runtime_context().runtime_env or {}).get("working_dir")
             self.shipped = bool(shipped)
             return
-        if self.address is None:
-            ray.init(include_dashboard=False, log_to_driver=False)
-            self.shipped = False
-            return
-        ray.init(
-            address=self.address,
-            runtime_env={"working_dir": str(self.root), "excludes": SHIPPED_EXCLUDES},
-            include_dashboard=False,
-            log_to_driver=False,
-        )
+        try:
+            if self.address is None:
+                ray.init(include_dashboard=False, log_to_driver=False)
+                self.shipped = False
+                return
+            ray.init(
+                address=self.address,
+                runtime_env={"working_dir": str(self.root), "excludes": SHIPPED_EXCLUDES},
+                include_dashboard=False,
+                log_to_driver=False,
+            )
+        except (ConnectionError, RuntimeError, TimeoutError, OSError) as exc:
+            # Ray's node did not come up (a loaded machine, a port taken) or the cluster is
+            # out of reach: the infrastructure's failure, not a bug (exit 3).
+            where = self.address or "a local Ray started for this run"
+            raise ExecutorError(
+                f"--executor ray: could not join {where}: {one_line(exc, 300)}"
+            ) from None
         self.shipped = True
 
     def _folder(self, suite: Any) -> str:
