@@ -100,9 +100,9 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'agentbench' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # once: later lookups are plain attribute reads
-    return value
+    # Not kept here: a module dropped from sys.modules and imported again (pytest's pytester
+    # does that between runs) must give its new classes, or `isinstance` fails between them.
+    return getattr(importlib.import_module(home), name)
 
 
 def __dir__() -> list[str]:
