@@ -247,7 +247,7 @@ def test_every_problem_is_reported_with_file_line_and_field(tmp_path: Path) -> N
         "stop_reason, tool_result, output_regex, output_json_schema, max_steps, output_contains, "
         "cost_budget, tool_called, custom, token_budget, output_number, output_not_contains, "
         "tool_not_called, trajectory, model_shown, latency_budget, model_not_shown, llm_judge, "
-        "output_equals",
+        "output_equals, fallback",
         "suite.yaml:5:5: scorers[1]: an expectation has one scorer name as its only key; got "
         "tool_called, times (indent the parameters under the scorer name)",
         "suite.yaml:9:5: cases[0].id: a case id may use only letters, digits, '_', '.' and '-'; "
