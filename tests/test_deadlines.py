@@ -120,25 +120,45 @@ async def test_an_async_tool_woken_in_time_is_answered_however_late_the_loop() -
     assert result.data == "value"
 
 
-@pytest.mark.parametrize(
-    ("sleeps_s", "kind"),
-    [(DEADLINE_S / 5, ResultKind.OK), (DEADLINE_S * 3, ResultKind.SYSTEM_ERROR)],
-    ids=["woken-before-the-deadline", "woken-after-it"],
-)
-async def test_an_async_tool_s_timers_are_judged_in_their_order_not_the_loop_s(
-    sleeps_s: float, kind: ResultKind
-) -> None:
+async def test_an_async_tool_woken_by_a_timer_due_in_time_is_answered_however_late() -> None:
     @tool(timeout_s=DEADLINE_S)
     async def nap() -> str:
         """Sleep a little."""
-        await asyncio.sleep(sleeps_s)
+        await asyncio.sleep(DEADLINE_S / 5)
         return "rested"
 
     async def busy_loop() -> None:
-        hold_the_loop(PAST_IT_S)  # both timers are due when the loop looks again
+        hold_the_loop(PAST_IT_S)  # the nap's timer and the deadline are both due after it
 
     result, _ = await asyncio.gather(nap.invoke({}), busy_loop())
-    assert result.kind is kind, result.error
+    assert result.kind is ResultKind.OK, result.error
+
+
+async def test_an_async_tool_still_waiting_at_its_deadline_times_out() -> None:
+    @tool(timeout_s=DEADLINE_S)
+    async def nap() -> str:
+        """Sleep too long."""
+        await asyncio.Event().wait()  # nothing ever arrives
+        return "never"
+
+    result = await nap.invoke({})
+    assert result.kind is ResultKind.SYSTEM_ERROR
+    assert result.error == f"tool 'nap' timed out after {DEADLINE_S:g} s"
+
+
+@pytest.mark.parametrize("first", ["blocks-at-once", "awaits-then-blocks"])
+async def test_an_async_tool_that_holds_the_loop_past_its_deadline_times_out(first: str) -> None:
+    @tool(timeout_s=DEADLINE_S)
+    async def blocking_report() -> str:
+        """A report fetched with a sync client inside an async tool."""
+        if first == "awaits-then-blocks":
+            await asyncio.sleep(0)
+        hold_the_loop(PAST_IT_S)  # its own work: no timer can interrupt it
+        return "report"
+
+    result = await blocking_report.invoke({})
+    assert result.kind is ResultKind.SYSTEM_ERROR, result.data
+    assert result.error == f"tool 'blocking_report' timed out after {DEADLINE_S:g} s"
 
 
 async def test_a_run_whose_answer_arrived_in_time_completes_however_late_the_loop() -> None:
@@ -220,6 +240,41 @@ async def test_a_cancellation_from_elsewhere_stays_a_cancellation_under_within()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_a_model_answer_on_its_socket_in_time_is_the_answer_however_late_the_loop(
+    stream: bool,
+) -> None:
+    from agentbench.runtime.openai_model import OpenAIModel
+    from agentbench.testing import OpenAICompatibleServer
+
+    answered = threading.Event()
+
+    def respond(request: dict[str, Any]) -> str:
+        answered.set()
+        return "hello there"
+
+    with OpenAICompatibleServer(responder=respond) as server:
+        model = OpenAIModel(
+            "test-model", base_url=server.base_url, timeout_s=0.5, retry=RetryPolicy(1)
+        )
+        request = {"messages": [{"role": "user", "content": "x"}], "stream": stream}
+
+        async def busy_loop() -> None:
+            until = time.monotonic() + BOUND_S
+            while not server.requests:  # the client sends its request, the loop running
+                assert time.monotonic() < until
+                await asyncio.sleep(0.001)
+            # From here the loop is held: the server answers meanwhile, and the answer's bytes
+            # wait on the socket until past the call's deadline.
+            assert answered.wait(BOUND_S)
+            hold_the_loop(1.0)
+
+        response, _ = await asyncio.gather(model.complete(request), busy_loop())
+        await model.aclose()
+    assert response.text == "hello there"
 
 
 @pytest.mark.server

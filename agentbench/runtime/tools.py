@@ -299,9 +299,13 @@ async def _within(call: Awaitable[Any], timeout_s: float | None) -> Any:
     cancelling = task.cancelling()
     started = asyncio.get_running_loop().time()
     if type(call) is CoroutineType:
+        began = time.perf_counter()
         try:  # `eager.first_step`, written out: once a call
             yielded = call.send(None)
         except StopIteration as finished:
+            # It never let the loop run, so no timer could stop it: all its time was its own.
+            if timeout_s is not None and time.perf_counter() - began > timeout_s:
+                raise DeadlineExceeded from None
             return finished.value
         except TimeoutError as exc:
             raise _RaisedByTool(exc) from exc
