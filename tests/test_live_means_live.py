@@ -259,3 +259,48 @@ def test_a_live_run_that_ran_out_of_time_replays_with_the_same_stop_reason(
     assert result["status"] == "passed", result
     assert not result["divergences"], result["divergences"]
     assert orjson.dumps(result).find(b"no recorded interaction") == -1
+
+
+def test_record_mode_once_without_live_replays_what_is_recorded_and_records_the_rest(
+    repo: Path,
+) -> None:
+    folder = repo / "suites" / "mini" / "cassettes"
+    (folder / "oslo.yaml").unlink()
+    kept = (folder / "paris.yaml").read_bytes()
+    with OpenAICompatibleServer(responder=respond) as server:
+        ran = cli(
+            repo,
+            *("run", "suites/mini", "--record-mode", "once", "--no-report"),
+            *("--base-url", server.base_url),
+        )
+    assert ran.code == 0, ran.out + ran.err
+    assert len(server.requests) == CALLS_PER_CASE  # only oslo's, which had no cassette
+    assert (folder / "paris.yaml").read_bytes() == kept
+    assert len(Cassette.load(folder / "oslo.yaml").interactions) == CALLS_PER_CASE
+
+
+def test_record_mode_new_episodes_records_the_calls_beyond_a_recording(repo: Path) -> None:
+    path = repo / "suites" / "mini" / "cassettes" / "paris.yaml"
+    cut = Cassette.load(path)
+    cut.interactions = cut.interactions[:1]  # the tool call only: the answer is not recorded
+    cut.save(path)
+    with OpenAICompatibleServer(responder=respond) as server:
+        ran = cli(
+            repo,
+            *("run", "suites/mini", "--filter", "paris", "--record-mode", "new_episodes"),
+            *("--no-report", "--base-url", server.base_url),
+        )
+    assert ran.code == 0, ran.out + ran.err
+    assert len(server.requests) == 1  # the call beyond the recording
+    assert len(Cassette.load(path).interactions) == CALLS_PER_CASE
+
+
+@pytest.mark.parametrize("mode", ["once", "new_episodes"])
+def test_a_record_mode_that_records_without_an_endpoint_is_a_usage_error(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    ran = cli(repo, "run", "suites/mini", "--record-mode", mode, "--no-report")
+    assert ran.code == 2
+    assert f"--record-mode {mode} records" in ran.err and "has no endpoint" in ran.err

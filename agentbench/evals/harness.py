@@ -115,7 +115,7 @@ def _plannable(suite: Any) -> Sequence[Any]:
 def live_factory(model: Any, options: HarnessOptions) -> Callable[[], ChatModel] | None:
     """What makes the live model for a suite whose `model:` block is `model` (or None): the
     options' --model / --base-url win over the suite's, the environment fills the rest."""
-    if not (options.live or options.live_from_divergence):
+    if not (options.live or options.live_from_divergence or _records_without_live(options)):
         return None
     name = options.model or (model.name if model else None)
     base_url = options.base_url or (model.base_url if model else None)
@@ -128,6 +128,12 @@ def live_factory(model: Any, options: HarnessOptions) -> Callable[[], ChatModel]
         return OpenAIModel(name, base_url=base_url, max_tokens=cap)
 
     return make
+
+
+def _records_without_live(options: HarnessOptions) -> bool:
+    """`--record-mode once|new_episodes` without --live: replay what is recorded, and call the
+    live model for what is not (a case without a cassette, calls beyond a recording)."""
+    return options.record_mode in (RecordMode.ONCE, RecordMode.NEW_EPISODES)
 
 
 def missing_live_model(model: Any, options: HarnessOptions) -> str | None:
@@ -228,14 +234,19 @@ class Harness:
             )
 
     def check_live_model(self, suites: Sequence[Any]) -> None:
-        """With --live or --live-from-divergence, every suite must have a model to call: a
-        name (--model or the suite's `model: name`) and an endpoint (--base-url, the suite's
-        `model: base_url`, OPENAI_BASE_URL, or OPENAI_API_KEY for OpenAI's)."""
+        """With --live, --live-from-divergence or a record mode that records, every suite must
+        have a model to call: a name (--model or the suite's `model: name`) and an endpoint
+        (--base-url, the suite's `model: base_url`, OPENAI_BASE_URL, or OPENAI_API_KEY for
+        OpenAI's)."""
         options = self.options
         if options.live:
             why = "--live calls a live model for every case"
         elif options.live_from_divergence:
             why = "--live-from-divergence continues diverged cases with a live model"
+        elif options.record_mode is RecordMode.ONCE:
+            why = "--record-mode once records the cases without a cassette with a live model"
+        elif options.record_mode is RecordMode.NEW_EPISODES:
+            why = "--record-mode new_episodes records the calls beyond each cassette live"
         else:
             return
         for suite in suites:
