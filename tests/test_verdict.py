@@ -82,6 +82,26 @@ def test_fail_under_counts_errors_as_failures_and_judges_the_rate() -> None:
     assert failed.reasons == ["The pass rate 66.7% is under the required 70.0%."]
 
 
+def test_fail_under_says_the_trials_it_counts_and_never_absorbs_a_live_outage() -> None:
+    outcomes = [trial("a", "passed"), trial("b", "passed"), trial("c", "error")]
+    counted = verdict_of(outcomes, rules=GateRules(fail_under=0.6))
+    assert counted.passed
+    assert counted.notes == [
+        "1 case(s) could not run, and --fail-under counts their trials as failures: sre/c "
+        "(golden/sre/cases.yaml:1) could not run (trial 1): no cassette at x.yaml"
+    ]
+    assert "note: 1 case(s) could not run" in counted.text()
+    outage = trial("d", "error")
+    outage.error, outage.live_model_failed = "case 'd': the live model failed (refused)", True
+    down = verdict_of([*outcomes, outage], rules=GateRules(fail_under=0.0))
+    assert (down.status, down.exit_code) == ("error", 3)
+    assert down.reasons == [
+        "sre/d (golden/sre/cases.yaml:1) could not run (trial 1): case 'd': the live model "
+        "failed (refused)"
+    ]
+    assert "sre/c" in down.notes[0] and "sre/d" not in down.notes[0]
+
+
 def test_a_partial_eval_of_shards_fails_naming_the_missing_ones() -> None:
     verdict = verdict_of(PASSING, shards=ShardSet.of(["3/3", "1/3"]))
     assert (verdict.status, verdict.exit_code) == ("failed", 1)

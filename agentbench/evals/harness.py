@@ -22,7 +22,7 @@ from typing import Any
 from agentbench.errors import AgentbenchError, UsageError, one_line
 from agentbench.evals import results_store
 from agentbench.evals.case_files import CaseBrief
-from agentbench.evals.case_runner import CasePlan, CaseSetupError, run_case
+from agentbench.evals.case_runner import CasePlan, CaseSetupError, LiveModelError, run_case
 from agentbench.evals.executors import Executor, LocalExecutor
 from agentbench.evals.judging import JudgeRecorder
 from agentbench.evals.outcome_spool import OutcomeSpool
@@ -434,7 +434,13 @@ class Harness:
         try:
             outcome = await run_case(plan)
         except CaseSetupError as exc:
-            return TrialOutcome(**base, status="error", score=0.0, error=redact.text(str(exc)))
+            return TrialOutcome(
+                **base,
+                status="error",
+                score=0.0,
+                error=redact.text(str(exc)),
+                live_model_failed=isinstance(exc, LiveModelError),
+            )
         usage = outcome.usage
         pricing = suite.model.pricing if suite.model else None
         cost = pricing.cost(usage) if pricing is not None else None

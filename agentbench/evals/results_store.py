@@ -178,6 +178,7 @@ def _details(outcome: TrialOutcome) -> str | None:
             ("divergences", outcome.divergences),
             ("turn_runs", outcome.turn_runs),
             ("diverged_at", outcome.diverged_at),
+            ("live_model_failed", outcome.live_model_failed),
         )
         if value
     }
@@ -305,4 +306,5 @@ def _stored_outcome(row: tuple[Any, ...]) -> TrialOutcome:
         divergences=seen.get("divergences", []),
         turn_runs=seen.get("turn_runs", []),
         diverged_at=seen.get("diverged_at"),  # absent in results stored before it existed
+        live_model_failed=bool(seen.get("live_model_failed")),
     )

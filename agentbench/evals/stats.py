@@ -75,6 +75,10 @@ class TrialOutcome:
     # recorded answer no longer applies; `live_from` the call a live model took over at
     # (--live-from-divergence), else None; `stopped` is true when --strict stopped the run there.
     diverged_at: dict[str, Any] | None = None
+    # An error trial whose live model failed (no connection, 5xx after retries, a timeout):
+    # an outage, never a verdict on the code, so it is an infrastructure error whatever
+    # `--fail-under` says.
+    live_model_failed: bool = False
 
     @property
     def key(self) -> tuple[str, str]:

@@ -2,7 +2,8 @@
 
 `decide` reaches it once, from everything that can decide it, worst first: suites that could
 not be loaded (an error, exit 2), a comparison that could not be made (exit 2 or 3), trials
-that could not run (an error, exit 3, unless `--fail-under` counts them as failures), then
+that could not run (an error, exit 3; `--fail-under` counts them as failures instead, and a
+note says so, except a trial whose live model failed: an outage is never the code's), then
 the gate — the shards the eval lacks, and the baseline comparison's gate (`evals.gate`) or,
 without a baseline, the eval's own rule (every counted trial passes, or the pass rate reaches
 `--fail-under`), with an unexpected pass (XPASS) of a strict suite failing either. Every
@@ -115,20 +116,16 @@ def decide(
     errors = [f"suite error: {clip(error)}" for error in suite_errors]
     if failure is not None:
         errors.append(f"the comparison with the baseline could not be made: {one_line(failure)}")
-    infra = seen.errors if rules.fail_under is None else []
-    reasons = errors + infra
     notes = [baseline_note] if baseline_note else []
-    if part is not None:
-        basis = (
-            f"shard {part} alone, by the rule without a baseline: "
-            + _own_rule(rules.fail_under)
-            + "; `agentbench merge` the shards, then `agentbench gate` compares the whole "
-            "eval with its baseline"
-        )
-    elif comparison is not None:
-        basis = f"compared with baseline {comparison.baseline_eval}"
+    if rules.fail_under is None:
+        infra = seen.errors
     else:
-        basis = f"no baseline compared: {_own_rule(rules.fail_under)}"
+        # --fail-under counts a trial that could not run as a failure of the rate, and says
+        # so; an outage of the live model is never the code's, so it stays an error.
+        infra = seen.outages
+        if seen.counted_errors:
+            notes.append(_counted_errors_note(seen.counted_errors))
+    reasons = errors + infra
     if shards is not None and part is None:
         reasons += [f"The eval is partial: {problem}." for problem in shards.problems()]
     if comparison is not None:
@@ -144,19 +141,39 @@ def decide(
         status, code = ERROR, EXIT_USAGE if isinstance(failure, UsageError) else EXIT_INFRA
     elif infra:
         status, code = ERROR, EXIT_INFRA
-    elif reasons:
-        status, code = FAILED, EXIT_GATE
     else:
-        status, code = PASSED, EXIT_OK
+        status, code = (FAILED, EXIT_GATE) if reasons else (PASSED, EXIT_OK)
     return Verdict(
         status,
         code,
         reasons,
-        basis,
+        _basis(part, comparison, rules.fail_under),
         notes,
         rules.strict_xfail,
         comparison=comparison,
         failure=failure,
+    )
+
+
+def _basis(part: Shard | None, comparison: Comparison | None, fail_under: float | None) -> str:
+    """What the eval was judged by."""
+    if part is not None:
+        return (
+            f"shard {part} alone, by the rule without a baseline: {_own_rule(fail_under)}; "
+            "`agentbench merge` the shards, then `agentbench gate` compares the whole eval "
+            "with its baseline"
+        )
+    if comparison is not None:
+        return f"compared with baseline {comparison.baseline_eval}"
+    return f"no baseline compared: {_own_rule(fail_under)}"
+
+
+def _counted_errors_note(sentences: list[str]) -> str:
+    shown = "; ".join(sentences[:3])
+    more = f"; and {len(sentences) - 3} more" if len(sentences) > 3 else ""
+    return (
+        f"{len(sentences)} case(s) could not run, and --fail-under counts their trials as "
+        f"failures: {shown}{more}"
     )
 
 
@@ -169,39 +186,44 @@ def _own_rule(fail_under: float | None) -> str:
 @dataclass
 class _Seen:
     """What the eval's own trials say, in one pass (they may be streamed from disk): the
-    failing cases, the cases whose trials could not run, the strict suites' XPASSes."""
+    failing cases, the cases whose trials could not run (`errors`: all of them; `outages`:
+    those whose live model failed; `counted_errors`: the others), the strict suites'
+    XPASSes."""
 
     failing: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    outages: list[str] = field(default_factory=list)
+    counted_errors: list[str] = field(default_factory=list)
     strict_xpasses: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, outcomes: Iterable[TrialOutcome], strict: StrictXfail) -> _Seen:
         seen = cls()
-        counts = {"failing": 0, "errors": 0, "strict_xpasses": 0}
+        counts = dict.fromkeys(("failing", "errors", "outages", "counted_errors"), 0)
+        counts["strict_xpasses"] = 0
         named: set[tuple[str, tuple[str, str]]] = set()
         for outcome in outcomes:
-            kind = _kind(outcome, strict)
-            if kind is None or (kind, outcome.key) in named:
-                continue
-            named.add((kind, outcome.key))
-            counts[kind] += 1
-            if counts[kind] <= MAX_REASONS:
-                getattr(seen, kind).append(_sentence(kind, outcome))
+            for kind in _kinds(outcome, strict):
+                if (kind, outcome.key) in named:
+                    continue
+                named.add((kind, outcome.key))
+                counts[kind] += 1
+                if counts[kind] <= MAX_REASONS:
+                    getattr(seen, kind).append(_sentence(kind, outcome))
         for kind, count in counts.items():
             if count > MAX_REASONS:
                 getattr(seen, kind).append(f"… and {count - MAX_REASONS} more such case(s).")
         return seen
 
 
-def _kind(outcome: TrialOutcome, strict: StrictXfail) -> str | None:
+def _kinds(outcome: TrialOutcome, strict: StrictXfail) -> tuple[str, ...]:
     if outcome.status == "failed":
-        return "failing"
+        return ("failing",)
     if outcome.status == "error":
-        return "errors"
+        return ("errors", "outages" if outcome.live_model_failed else "counted_errors")
     if outcome.status == "xpassed" and strict.applies(outcome.suite):
-        return "strict_xpasses"
-    return None
+        return ("strict_xpasses",)
+    return ()
 
 
 def _sentence(kind: str, outcome: TrialOutcome) -> str:
@@ -209,7 +231,7 @@ def _sentence(kind: str, outcome: TrialOutcome) -> str:
     where = f" ({outcome.source})" if outcome.source else ""
     if kind == "strict_xpasses":
         return xpass_reason(name, outcome.source)
-    if kind == "errors":
+    if kind in ("errors", "outages", "counted_errors"):
         first = (outcome.error or "error").strip().splitlines()[0]
         return f"{name}{where} could not run (trial {outcome.trial}): {clip(first)}"
     reasons = outcome.reasons()
