@@ -3,9 +3,12 @@
 These names are the public API; everything else may move between releases.
 """
 
-from typing import TYPE_CHECKING
-
 from agentbench._version import __version__
+
+# Not `typing.TYPE_CHECKING`: importing typing is most of what `import agentbench` costs, and
+# the installed command catches a Ctrl-C only once this module has run. Type checkers read any
+# name TYPE_CHECKING as true.
+TYPE_CHECKING = False
 
 # Each public name and the module it lives in, imported on first use (PEP 562): `import
 # agentbench` costs nothing until a name is used (the openai SDK alone takes about a second,

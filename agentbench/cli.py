@@ -99,10 +99,24 @@ def main(argv: list[str] | None = None) -> int:
     except AgentbenchError as exc:
         return report_error(invocation, exc, f"error: {exc}", EXIT_INFRA, "infrastructure")
     except Exception as exc:
+        if user_interrupted(exc):  # a Ctrl-C that Python wrapped (one inside a class's creation)
+            return report_error(invocation, exc, "interrupted", EXIT_INTERRUPTED, "interrupted")
         command = invocation.command(set(cli.commands))
         line = unexpected(command, exc, debug=invocation.debug)
         return report_error(invocation, exc, line, EXIT_INFRA, "unexpected")
     return code if isinstance(code, int) else EXIT_OK
+
+
+def user_interrupted(exc: BaseException) -> bool:
+    """Whether `exc` is a Ctrl-C, or an error raised because of one (its cause or context)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def run() -> None:

@@ -200,3 +200,64 @@ def test_a_schema_folder_that_cannot_be_made_is_a_usage_error(
 ) -> None:
     assert main(["schema", "--out", os.devnull]) == 2
     assert f"--out {os.devnull}: cannot write suite.schema.json there" in capsys.readouterr().err
+
+
+def test_ctrl_c_while_the_command_loads_ends_at_once(tmp_path: Path) -> None:
+    # The console script's first line imports agentbench._console; a SIGINT from then until
+    # the command starts ends the process (nothing is kept yet), however the import was doing.
+    script = textwrap.dedent("""
+        import os, signal
+        import agentbench._console
+        os.kill(os.getpid(), signal.SIGINT)
+        import time
+        time.sleep(5)
+        print("still running")
+    """)
+    done = subprocess.run(
+        [PYTHON, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=BOUND_S
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "interrupted\n"
+    assert "still running" not in done.stdout
+
+
+def test_a_ctrl_c_that_python_wrapped_in_another_error_is_still_an_interruption(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def wrapped(*args: object, **kwargs: object) -> None:
+        # What Python raises for a KeyboardInterrupt inside a class's creation (__set_name__).
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from exc
+
+    monkeypatch.setattr("agentbench.commands.schema.suite_json_schema", wrapped)
+    assert main(["schema", "--out", "unused"]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"
+
+
+def test_helper_processes_are_out_of_the_terminals_process_group(tmp_path: Path) -> None:
+    # A Ctrl-C reaches the whole foreground process group: the command handles it, and its
+    # helpers (the recording process, SQL workers) must not die of it first.
+    from agentbench.runtime.builtin._sql_process import WorkerPool
+    from agentbench.trace.store import TraceStore
+
+    store = TraceStore(tmp_path / "traces.duckdb", recording_process=True)
+    try:
+        recording = store._channel._process  # started with the store
+        assert recording is not None
+        assert os.getpgid(recording.pid) != os.getpgid(0)
+    finally:
+        store.close()
+    database = tmp_path / "shop.duckdb"
+    import duckdb
+
+    with duckdb.connect(str(database)) as conn:
+        conn.execute("CREATE TABLE t (x INTEGER)")
+    pool = WorkerPool(str(database), {}, address_space_bytes=2 * 1024**3, max_workers=1)
+    try:
+        pool.start()
+        worker = pool._idle[0]
+        assert os.getpgid(worker.process.pid) != os.getpgid(0)
+    finally:
+        pool.close()

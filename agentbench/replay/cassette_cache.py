@@ -133,6 +133,7 @@ def prefetching(cassettes: Iterable[Path]) -> Iterator[None]:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C is the command's to handle: it stops this one
         )
     except OSError as exc:
         log.debug("cassettes not prefetched: %s", exc)

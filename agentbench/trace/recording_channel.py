@@ -260,6 +260,10 @@ class RecordingChannel:
             stdout=subprocess.PIPE,
             env=env,
             close_fds=True,
+            # Out of the terminal's process group: a Ctrl-C is the command's to handle (it
+            # closes this process's input, and what was sent is stored); delivered here too,
+            # it would land while the process is still importing, as a traceback.
+            start_new_session=True,
         )
         assert process.stdout is not None and process.stdin is not None
         os.set_blocking(process.stdout.fileno(), False)

@@ -65,6 +65,9 @@ class _Worker:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             close_fds=True,
+            # A Ctrl-C is the command's to handle: a worker it killed first would fail the
+            # query in hand, and that trial could be stored failed before the command stops.
+            start_new_session=True,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self._in: IO[bytes] = self.process.stdin
