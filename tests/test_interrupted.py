@@ -261,3 +261,19 @@ def test_helper_processes_are_out_of_the_terminals_process_group(tmp_path: Path)
         assert os.getpgid(worker.process.pid) != os.getpgid(0)
     finally:
         pool.close()
+
+
+def test_a_note_for_an_eval_whose_trials_all_finished_says_what_is_left() -> None:
+    from agentbench.commands.interrupted import ResumeNote
+
+    note = ResumeNote(
+        argv=["run", "golden/"],
+        eval_id="eval_x",
+        planned=3,
+        started=lambda: True,
+        finished=lambda: 3,
+    )
+    assert note.message() == (
+        "interrupted: eval eval_x has all 3 trial(s) stored, but was not gated and reported; "
+        "do that with:\n  agentbench run golden/ --resume eval_x"
+    )

@@ -43,9 +43,15 @@ class ResumeNote:
         done = self.finished()
         of = f" of {self.planned}" if self.planned is not None else ""
         where = f" in {self.store}" if self.store is not None else ""
+        command = resume_command(self.argv, self.eval_id)
+        if self.planned is not None and done >= self.planned:
+            return (
+                f"interrupted: eval {self.eval_id} has all {done} trial(s) stored{where}, but "
+                f"was not gated and reported; do that with:\n  {command}"
+            )
         return (
             f"interrupted: eval {self.eval_id} keeps the {done}{of} trial(s) that finished"
-            f"{where}; run the rest with:\n  {resume_command(self.argv, self.eval_id)}"
+            f"{where}; run the rest with:\n  {command}"
         )
 
 
