@@ -304,3 +304,50 @@ def test_a_record_mode_that_records_without_an_endpoint_is_a_usage_error(
     ran = cli(repo, "run", "suites/mini", "--record-mode", mode, "--no-report")
     assert ran.code == 2
     assert f"--record-mode {mode} records" in ran.err and "has no endpoint" in ran.err
+
+
+TOOL_CUT_AGENT = '''
+import os
+import time
+
+from agentbench import Agent, Limits, tool
+
+
+@tool(effect="write", timeout_s=30)
+def get_weather(city: str) -> dict:
+    """Current temperature (a slow service; every call is logged).
+
+    Args:
+        city: City name.
+    """
+    with open(os.environ["WEATHER_CALLS"], "a") as calls:
+        calls.write(city + "\\n")
+    time.sleep(3)
+    return {"city": city, "celsius": 21}
+
+
+agent = Agent(name="weather", instructions="Answer briefly.", tools=[get_weather],
+              limits=Limits(timeout_s=0.5))
+'''
+
+
+def test_a_live_run_cut_short_in_a_tool_call_replays_without_running_that_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("WEATHER_CALLS", str(calls))
+    repo = make_repo(tmp_path / "repo", cases=TIMEOUT_CASES, agent=TOOL_CUT_AGENT)
+    with OpenAICompatibleServer(responder=respond) as server:
+        ran = live(repo, server, "--record-mode", "all")
+    assert ran.code == 0, ran.out + ran.err  # the case expects the timeout
+    recorded = Cassette.load(repo / "suites" / "mini" / "cassettes" / "paris.yaml")
+    assert recorded.info["budget_stops"] == [
+        {"after_calls": 1, "stop_reason": "timeout", "agent": "weather", "after_tools": 0}
+    ]
+    assert calls.read_text().split() == ["Paris"]
+    replayed = cli(repo, "run", "suites/mini", "--no-report", "--json")
+    assert replayed.code == 0, replayed.out + replayed.err
+    result = replayed.json()["results"][0]
+    assert result["status"] == "passed", result
+    assert not result["divergences"], result["divergences"]
+    assert calls.read_text().split() == ["Paris"]  # the call the live run cut was not run again

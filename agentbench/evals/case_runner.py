@@ -41,6 +41,7 @@ from agentbench.replay.models import (
     ReplayModel,
     budget_stop,
     locate_drifts,
+    tool_stops,
     unanswered_divergences,
 )
 from agentbench.replay.session import continue_conversation, conversation_metadata
@@ -316,12 +317,21 @@ async def run_case(plan: CasePlan) -> CaseRun:
                 for name, rule in policies.per_tool.items()
             },
         )
-    tools = ReplayTools(policies, recorded_tools, requests)
+    stops = tool_stops(cassette.info) if cassette is not None else ()
+    tools = ReplayTools(policies, recorded_tools, requests, stops)
     outcome = CaseRun()
 
+    tool_calls = [0, 0]  # started, finished: where a clock stop falls among tool calls
+
     def note_budget_stop(event: Any) -> None:
-        if event.kind == "run_finished":
-            stop = budget_stop(getattr(model, "answered", 0), event)
+        kind = event.kind
+        if kind == "tool_started":
+            tool_calls[0] += 1
+        elif kind == "tool_finished":
+            tool_calls[1] += 1
+        elif kind == "run_finished":
+            answered = getattr(model, "answered", 0)
+            stop = budget_stop(answered, event, (tool_calls[0], tool_calls[1]))
             if stop is not None:
                 outcome.budget_stops.append(stop)
 

@@ -20,9 +20,10 @@ divergence however alike the two runs end (`unanswered_divergences`).
 
 A live run that ran out of its time budget stopped after some number of answered calls;
 replayed, its calls take microseconds and it would ask the recording for one more. So a
-recording keeps where each such stop happened (`budget_stops`: after how many answered calls),
-and replay ends the run there with the same timeout (`RecordedTimeout`) instead of asking for
-an answer that was never given.
+recording keeps where each such stop happened (`budget_stops`: after how many answered calls,
+and, when it cut tool calls short, after how many finished tool calls), and replay ends the run
+there with the same timeout (`RecordedTimeout`) instead of asking for an answer that was never
+given, or running a tool call the live run never completed.
 """
 
 from __future__ import annotations
@@ -157,12 +158,29 @@ def unanswered_divergences(calls: list[int], events: list[Any]) -> list[Divergen
     return found
 
 
-def budget_stop(answered: int, event: Any) -> dict[str, Any] | None:
+def budget_stop(
+    answered: int, event: Any, tools: tuple[int, int] = (0, 0)
+) -> dict[str, Any] | None:
     """What a recording keeps of a run that stopped by the clock (`event`, its RunFinished),
-    after `answered` model calls of the session; None for any other stop."""
+    after `answered` model calls of the session and with `tools` (tool calls started,
+    finished) so far; None for any other stop. A stop that cut tool calls short keeps how many
+    had finished (`after_tools`): replayed, the calls it cut are not run either."""
     if str(event.stop_reason) not in CLOCK_STOPS:
         return None
-    return {"after_calls": answered, "stop_reason": str(event.stop_reason), "agent": event.agent}
+    stop = {"after_calls": answered, "stop_reason": str(event.stop_reason), "agent": event.agent}
+    started, finished = tools
+    if started > finished:
+        stop["after_tools"] = finished
+    return stop
+
+
+def tool_stops(info: dict[str, Any]) -> list[int]:
+    """The recorded clock stops that cut tool calls short: after how many finished calls."""
+    return sorted(
+        stop["after_tools"]
+        for stop in info.get("budget_stops") or ()
+        if isinstance(stop, dict) and isinstance(stop.get("after_tools"), int)
+    )
 
 
 class RecordingModel:
@@ -237,7 +255,9 @@ class ReplayModel:
         self._stops = sorted(
             stop["after_calls"]
             for stop in cassette.info.get("budget_stops") or ()
-            if isinstance(stop, dict) and isinstance(stop.get("after_calls"), int)
+            if isinstance(stop, dict)
+            and isinstance(stop.get("after_calls"), int)
+            and "after_tools" not in stop  # a stop among tool calls: `ReplayTools` makes it
         )
         self._fingerprints: dict[int, str] = {}
         self._fingerprint = Fingerprinter()  # the current side: incremental per step

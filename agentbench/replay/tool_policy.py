@@ -128,6 +128,11 @@ def _sorted(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
+class RecordedToolTimeout(TimeoutError):  # noqa: N818 - a TimeoutError, as the live one was
+    """The recorded run ran out of its time budget while this tool call ran: replayed, the
+    call does not run, and the run stops with the same timeout."""
+
+
 class ReplayTools:
     """The runner's tool interceptor during replay: applies the policies. `requests`: the
     recorded requests, whose tool messages give recorded results their original key order."""
@@ -137,8 +142,15 @@ class ReplayTools:
         policies: ToolPolicies,
         recorded: Iterable[dict[str, Any]] = (),
         requests: Iterable[dict[str, Any]] = (),
+        stops: Iterable[int] = (),
     ) -> None:
         self.policies = policies
+        # Recorded runs the clock stopped among tool calls: after how many finished calls of
+        # the session (`replay.models.tool_stops`). The call at that count, and every other
+        # call of its run, stops the run as the recording did instead of running.
+        self._stops = sorted(stops)
+        self._calls = 0
+        self._stopped_run: str | None = None
         self._order = _SentOrder(requests)
         self._recorded: dict[str, deque[tuple[dict[str, Any], list[dict[str, Any]]]]] = defaultdict(
             deque
@@ -151,6 +163,7 @@ class ReplayTools:
     async def __call__(
         self, tool: Tool, arguments: dict[str, Any], context: RunContext
     ) -> ToolResult | None:
+        self._stop_if_recorded(context)
         if getattr(tool, "handoff_target", None) is not None or getattr(tool, "routes", None):
             return None
         policy = self.policies.policy_for(tool.name)
@@ -188,3 +201,17 @@ class ReplayTools:
             truncated=bool(recorded.get("truncated", False)),
             stop=bool(recorded.get("stop", False)),
         )
+
+    def _stop_if_recorded(self, context: RunContext) -> None:
+        """Raise where the recording's clock stopped its run among tool calls."""
+        index = self._calls
+        self._calls += 1
+        if self._stopped_run is not None and context.run_id == self._stopped_run:
+            raise RecordedToolTimeout("the recorded run ran out of its time budget here")
+        if self._stops and self._stops[0] <= index:
+            self._stops.pop(0)
+            self._stopped_run = context.run_id
+            raise RecordedToolTimeout(
+                f"the recorded run ran out of its time budget while tool call #{index + 1} "
+                "ran; replayed, it stops there too"
+            )
