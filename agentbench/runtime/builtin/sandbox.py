@@ -14,8 +14,9 @@ partial sandbox for a full one.
 The limits measure the program, not the machine, so a loaded machine cannot turn a program
 that passed into one that timed out: the sandbox's start never counts against `timeout_s`
 (it has a bound of its own), `timeout_s` counts the program's wall-clock time less the time
-its processes waited for a CPU, `cpu_seconds` is CPU time, and only `wall_timeout_s`, a much
-longer backstop, is plain wall clock.
+the machine held it back (waits for CPUs others were using, not those its own processes cause
+each other), `cpu_seconds` is CPU time, and only `wall_timeout_s`, a much longer backstop, is
+plain wall clock.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ _MB = 1024 * 1024
 class SandboxLimits:
     """What one sandboxed run may use. Every limit applies to every process the code starts."""
 
-    # The program's wall-clock time less its waits for a CPU (start-up not counted); then
-    # the whole process tree is killed.
+    # The program's wall-clock time less the time the machine held it back (start-up not
+    # counted); then the whole process tree is killed.
     timeout_s: float = 10.0
     cpu_seconds: int = 5  # CPU time per process (RLIMIT_CPU: SIGXCPU, then SIGKILL 1 s later)
     memory_mb: int = 512  # for the whole run (cgroup), and address space per process (RLIMIT_AS)
