@@ -266,6 +266,34 @@ def test_every_problem_is_reported_with_file_line_and_field(tmp_path: Path) -> N
     ]
 
 
+def test_a_mapping_key_of_the_wrong_kind_says_what_it_takes_not_a_class_name(
+    tmp_path: Path,
+) -> None:
+    folder = write(
+        tmp_path / "golden" / "kinds",
+        {
+            "suite.yaml": """\
+                agent: a.b:c
+                serve: 3
+                cases:
+                  - id: a
+                    input: hi
+                    serve: [llama_cpp]
+                    expect:
+                      - output_json_schema: object
+                      - fallback: backup
+                """,
+        },
+    )
+    assert problems_of(folder) == [
+        "suite.yaml:2:1: serve: expected true or false, or a mapping {quirks, faults}; got 3",
+        "suite.yaml:6:5: cases[0].serve: expected true or false, or a mapping {quirks, faults}; "
+        "got ['llama_cpp']",
+        "suite.yaml:8:9: cases[0].expect[0].output_json_schema: expected a mapping {schema}; "
+        "got 'object'",
+    ]
+
+
 def test_duplicate_case_ids_name_both_places(tmp_path: Path) -> None:
     folder = write(
         tmp_path / "golden" / "dups",

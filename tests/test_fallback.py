@@ -353,6 +353,11 @@ async def test_the_fallback_scorer_reads_a_models_path() -> None:
     )
     plain = await Runner.run(Agent(name="fx"), "USD?", model=ScriptedModel(["0.92"], name="m"))
     assert (await scored({"answered_by": "m", "failed": [], "call": 1}, plain)).passed
+    # The shorthand README's scorer table promises: `fallback: backup`.
+    short = await build_scorer("fallback", "backup").score(
+        ScoreContext.from_runs("case", "USD?", [result], duration_ms=1.0)
+    )
+    assert short.passed and short.reason == passed.reason
     missing = await scored({"answered_by": "m", "call": 2}, plain)
     assert missing.reason == "expected the 2nd of the model calls; there were 1"
 

@@ -18,6 +18,8 @@ import pytest
 from agentbench import Agent, ModelSettings, OpenAIModel, Runner, ScriptedModel, ToolCall, tool
 from agentbench.cli import main
 from agentbench.errors import UsageError
+from agentbench.evals.case_models import Case
+from agentbench.evals.suite_models import Suite
 from agentbench.replay.cassette import Cassette
 from agentbench.replay.faults import Fault, Served
 from agentbench.replay.models import RequestDriftError
@@ -201,6 +203,33 @@ def test_live_a_served_case_runs_the_agents_own_chain_at_the_endpoint() -> None:
     assert {m.max_tokens for m in chain.models} == {64}
     assert all(m.retry is NO_WAIT for m in chain.models)
     assert live_client(None, live) is live
+
+
+def test_a_cases_serve_false_turns_its_suites_serving_off() -> None:
+    suite = Suite.model_validate(
+        {
+            "name": "s",
+            "agent": "a:b",
+            "serve": {"quirks": ["llama_cpp"], "faults": [{"status": 503}]},
+        }
+    )
+    off, plain, own = (
+        Case.model_validate({"id": "c", "input": "USD?", **({} if key is None else {"serve": key})})
+        for key in (False, None, {"faults": [{"call": 1, "cut_after": 0}]})
+    )
+    assert off.serve is False and Served.of(suite.serve, off.serve) is None
+    assert Served.of(suite.serve, plain.serve) == Served(
+        ("llama_cpp",), (Fault(status=503),), ("the suite's serve.faults[0]",)
+    )
+    both = Served.of(suite.serve, own.serve)
+    assert both is not None and both.where == (
+        "the suite's serve.faults[0]",
+        "the case's serve.faults[0]",
+    )
+    off_suite = Suite.model_validate({"name": "s", "agent": "a:b", "serve": False})
+    assert Served.of(off_suite.serve, plain.serve) is None
+    served_case = Case.model_validate({"id": "c", "input": "USD?", "serve": True})
+    assert Served.of(off_suite.serve, served_case.serve) == Served((), ())
 
 
 # -- through `agentbench run` -----------------------------------------------------------------

@@ -132,8 +132,9 @@ class Case(BaseModel):
     )
     serve: ServeKey = Field(
         None,
-        description="Serve the cassette through the openai client and a local server, with "
-        "these quirks and faults (after the suite's).",
+        description="Serve the cassette through the openai client and a local server (true, "
+        "or {quirks, faults}: these after the suite's); false: not served, whatever the suite "
+        "says.",
     )
 
     _source: tuple[Path, int] | None = PrivateAttr(default=None)

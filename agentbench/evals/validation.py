@@ -77,7 +77,7 @@ def explain(error: ValidationError, model: type[BaseModel]) -> list[FieldProblem
         if deeper:
             problems.extend(FieldProblem(loc, _sentence(model, loc, d)) for loc, d in deeper)
             continue
-        wanted = _join_or([_expected(detail) for _, detail in members])
+        wanted = _join_or([_expected(detail, model, loc) for loc, detail in members])
         hint = next((h for _, d in members if (h := _did_you_mean(d))), "")
         given = show(members[0][1]["input"])
         problems.append(FieldProblem(key, f"expected {wanted}; got {given}{hint}"))
@@ -103,7 +103,10 @@ def _sentence(model: type[BaseModel], loc: Loc, detail: dict[str, Any]) -> str:
         return message.removeprefix("Value error, ")
     if message.startswith("Assertion failed, "):
         return message.removeprefix("Assertion failed, ")
-    return f"expected {_expected(detail)}; got {show(detail['input'])}{_did_you_mean(detail)}"
+    return (
+        f"expected {_expected(detail, model, loc)}; got {show(detail['input'])}"
+        f"{_did_you_mean(detail)}"
+    )
 
 
 def _did_you_mean(detail: dict[str, Any]) -> str:
@@ -117,18 +120,52 @@ def _did_you_mean(detail: dict[str, Any]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _expected(detail: dict[str, Any]) -> str:
+def _expected(detail: dict[str, Any], model: type[BaseModel], loc: Loc) -> str:
+    if detail["type"] == "model_type":  # pydantic names the class; the author knows its keys
+        return _mapping_of(model, loc, str((detail.get("ctx") or {}).get("class_name")))
     message = str(detail["msg"])
     for prefix in ("Input should be ", "Value error, "):
         if message.startswith(prefix):
             message = message.removeprefix(prefix)
             break
-    return message.replace("a valid dictionary", "a mapping").replace("a valid list", "a list")
+    return (
+        message.replace("a valid dictionary", "a mapping")
+        .replace("a valid list", "a list")
+        .replace("a valid boolean", "true or false")
+    )
+
+
+def _mapping_of(model: type[BaseModel], loc: Loc, class_name: str) -> str:
+    """What the model called `class_name` at `loc` is written as: a mapping {its keys}."""
+    current: Any = model
+    for part in loc:
+        current = _step(_unwrap_optional(current), part)
+    found = next((m for m in _models_in(current) if m.__name__ == class_name), None)
+    if found is None:
+        return "a mapping"
+    keys = [info.alias or name for name, info in found.model_fields.items()]
+    return f"a mapping {{{', '.join(keys)}}}" if keys else "a mapping"
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models `annotation` is, or is a union or `Annotated` of."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _models_in(typing.get_args(annotation)[0])
+    if _is_union(annotation):
+        return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+    return []
 
 
 def _join_or(parts: list[str]) -> str:
     unique = list(dict.fromkeys(parts))
-    return unique[0] if len(unique) == 1 else ", ".join(unique[:-1]) + " or " + unique[-1]
+    if len(unique) == 1:
+        return unique[0]
+    # "true or false, or a mapping": a comma where a part has an "or" of its own.
+    last = ", or " if any(" or " in part for part in unique) else " or "
+    return ", ".join(unique[:-1]) + last + unique[-1]
 
 
 def _clean_loc(model: type[BaseModel], loc: Loc) -> tuple[Loc, Loc | None]:

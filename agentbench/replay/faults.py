@@ -6,7 +6,8 @@ of being parsed above the SDK. `quirks` make that server behave like a particula
 (`llama_cpp`, or any single quirk of `agentbench.testing.QUIRKS`); `faults` script what goes
 wrong on the way — an HTTP error (with a `Retry-After`), or a stream broken after so many
 chunks — by model call, by the model asked, and for how many attempts. A suite's `serve:`
-applies to every case; a case's adds its own quirks and faults after the suite's.
+applies to every case; a case's adds its own quirks and faults after the suite's, and a case's
+`serve: false` replays that case above the SDK.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from agentbench.testing.server import QUIRKS, CutStream, HTTPFault, resolve_quirks
 
@@ -69,6 +78,11 @@ class Fault(BaseModel):
             raise ValueError("retry_after goes with status")
         return self
 
+    def describe(self) -> str:
+        """The fault as it would be written: `{call: 2, status: 503}`."""
+        given = self.model_dump(exclude_defaults=True)
+        return "{" + ", ".join(f"{key}: {value}" for key, value in given.items()) + "}"
+
     def hits(self, call: int, model: Any) -> bool:
         """Whether this fault is about model call `call` (1-based) asked of `model`."""
         return self.call in (None, call) and self.model in (None, model)
@@ -93,10 +107,9 @@ def _quirk(name: str) -> str:
 
 
 def _switch(value: Any) -> Any:
-    """`serve: true` is `serve: {}`; `serve: false` is no serving."""
-    if value is True:
-        return {}
-    return None if value is False else value
+    """`serve: true` is `serve: {}`; `serve: false` stays false: no serving, even where the
+    suite serves."""
+    return {} if value is True else value
 
 
 class Serve(BaseModel):
@@ -116,7 +129,8 @@ class Serve(BaseModel):
     )
 
 
-ServeKey = Annotated[Serve | None, BeforeValidator(_switch)]
+# True never gets past `_switch`; False is kept, so a case can turn its suite's serving off.
+ServeKey = Annotated[StrictBool | Serve | None, BeforeValidator(_switch)]
 
 
 @dataclass(frozen=True)
@@ -125,12 +139,30 @@ class Served:
 
     quirks: tuple[str, ...]
     faults: tuple[Fault, ...]
+    # Where each fault was written ("the case's serve.faults[0]"), for errors about it.
+    where: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, *keys: Serve | None) -> Served | None:
-        """The serving of `keys` (a suite's, then a case's), or None when none is set."""
-        chosen: Sequence[Serve] = [key for key in keys if key is not None]
-        if not chosen:
+    def of(cls, suite: Serve | bool | None, case: Serve | bool | None = None) -> Served | None:
+        """The serving a case gets from its suite's `serve:` and its own, or None: neither is
+        set, or the case's is `false`."""
+        if case is False or (case is None and not isinstance(suite, Serve)):
             return None
-        quirks = tuple(dict.fromkeys(q for key in chosen for q in key.quirks))
-        return cls(quirks, tuple(f for key in chosen for f in key.faults))
+        chosen: Sequence[tuple[str, Serve]] = [
+            (whose, key)
+            for whose, key in (("suite", suite), ("case", case))
+            if isinstance(key, Serve)
+        ]
+        quirks = tuple(dict.fromkeys(q for _, key in chosen for q in key.quirks))
+        faults = tuple(f for _, key in chosen for f in key.faults)
+        where = tuple(
+            f"the {whose}'s serve.faults[{number}]"
+            for whose, key in chosen
+            for number in range(len(key.faults))
+        )
+        return cls(quirks, faults, where)
+
+    def about(self, number: int) -> str:
+        """Fault `number` (0-based), named by where it was written and as it was written."""
+        where = self.where[number] if number < len(self.where) else f"serve.faults[{number}]"
+        return f"{where} {self.faults[number].describe()}"

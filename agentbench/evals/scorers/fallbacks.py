@@ -12,7 +12,7 @@ since the event does not say which).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
@@ -74,6 +74,8 @@ class FellBack:
     name = "fallback"
 
     class Params(ScorerParams):
+        shorthand: ClassVar[str | None] = "answered_by"
+
         answered_by: str = Field(
             description="The model (or, with tool, the backend tool) that answered."
         )
