@@ -21,7 +21,7 @@ from agentbench.errors import UsageError
 from agentbench.evals.case_models import Case
 from agentbench.evals.suite_models import Suite
 from agentbench.replay.cassette import Cassette
-from agentbench.replay.faults import Fault, Served
+from agentbench.replay.faults import Fault, Serve, Served
 from agentbench.replay.models import RequestDriftError
 from agentbench.replay.served import SERVED_API_KEY, ServedReplayModel, live_client
 from agentbench.replay.session import record_session
@@ -58,10 +58,12 @@ def client(name: str = "m") -> OpenAIModel:
     return OpenAIModel(name, base_url=LOCAL, retry=NO_WAIT)
 
 
-async def record(tmp_path: Path, agent: Agent, script: list[Any] | None = None) -> Path:
+async def record(
+    tmp_path: Path, agent: Agent, script: list[Any] | None = None, *, live_name: str = "m"
+) -> Path:
     path = tmp_path / "case.yaml"
     with OpenAICompatibleServer(SCRIPT if script is None else script) as server:
-        live = live_client(agent.model, OpenAIModel("m", base_url=server.base_url))
+        live = live_client(agent.model, OpenAIModel(live_name, base_url=server.base_url))
         await record_session(agent, "USD?", model=live, path=path)
     return path
 
@@ -157,7 +159,7 @@ async def test_llama_cpp_quirks_go_through_the_clients_workarounds(tmp_path: Pat
 
 async def test_a_fallback_model_falls_back_when_its_primary_is_down(tmp_path: Path) -> None:
     agent = desk(FallbackModel([client("primary"), client("backup")]))
-    path = await record(tmp_path, agent)
+    path = await record(tmp_path, agent, live_name="primary")
     down = Fault(model="primary", status=503, times="all")
     result, model = await replay(path, agent, served(down))
     assert result.output == "1 EUR = 1.08 USD."
@@ -203,6 +205,27 @@ def test_live_a_served_case_runs_the_agents_own_chain_at_the_endpoint() -> None:
     assert {m.max_tokens for m in chain.models} == {64}
     assert all(m.retry is NO_WAIT for m in chain.models)
     assert live_client(None, live) is live
+
+
+async def test_faults_that_can_never_apply_are_refused_naming_each_and_why(
+    tmp_path: Path,
+) -> None:
+    agent = desk(FallbackModel([client("primary"), client("backup")]))
+    recording = Cassette.load(await record(tmp_path, agent, live_name="primary"))
+    fine = Served((), (Fault(call=2, status=503), Fault(model="backup", status=503)))
+    ServedReplayModel(recording, fine, agent_model=agent.model)  # two calls; backup is asked
+    never = Served.of(
+        Serve(faults=[Fault(call=3, status=503)]),
+        Serve(faults=[Fault(call=1, status=503), Fault(model="primray", cut_after=1)]),
+    )
+    assert never is not None
+    with pytest.raises(UsageError) as refused:
+        ServedReplayModel(recording, never, agent_model=agent.model)
+    assert str(refused.value) == (
+        "the suite's serve.faults[0] {call: 3, status: 503} can never apply: the recording has "
+        "2 model calls; the case's serve.faults[1] {model: primray, cut_after: 1} can never "
+        "apply: no model call of the case asks for 'primray' (they ask for 'backup', 'primary')"
+    )
 
 
 def test_a_cases_serve_false_turns_its_suites_serving_off() -> None:
@@ -325,13 +348,26 @@ def test_a_served_suite_records_its_chain_live_and_replays_it_served(
     }
     # Without its faults the primary answers: the recorded fallback path is a divergence.
     cases = suite / "cases" / "fx.yaml"
-    cases.write_text(cases.read_text().replace("{model: primary,", "{model: other,"))
+    down_fault = "faults: [{model: primary, status: 503, times: all}]"
+    cases.write_text(cases.read_text().replace(down_fault, "faults: []"))
     assert run(str(suite), "--json", db=tmp_path / "again.duckdb") == 0
     again = orjson.loads(capsys.readouterr().out)["results"]
     (down,) = [r for r in again if r["case_id"] == "primary-down"]
     first = down["divergences"][0]
     assert (first["class"], first["step"]) == ("response_changed", 1)
     assert first["old"]["fallback"]["answered_by"] == "backup" and "fallback" not in first["new"]
+    # A fault for a model no call asks for (a typo) would test nothing: the case cannot run.
+    cases.write_text(
+        cases.read_text().replace("faults: []", "faults: [{model: other, status: 503}]")
+    )
+    assert run(str(suite), "--json", db=tmp_path / "typo.duckdb") == 3
+    typo = orjson.loads(capsys.readouterr().out)["results"]
+    (down,) = [r for r in typo if r["case_id"] == "primary-down"]
+    assert down["status"] == "error"
+    assert (
+        "case 'primary-down': the case's serve.faults[0] {model: other, status: 503} can never "
+        "apply: no model call of the case asks for 'other' (they ask for 'backup', 'primary')"
+    ) in down["error"]
 
 
 def test_a_bad_fault_is_a_usage_error_naming_its_line(

@@ -9,8 +9,9 @@ server per case, and fetched through an `OpenAIModel`: the agent's own, when its
 `OpenAIModel` or a `FallbackModel` of them (pointed at the server, each keeping its name, retry
 policy and timeout), else one named as the recording. The server answers every attempt of a
 model call with that call's recorded answer, unless a scripted fault (`replay.faults`) hits the
-attempt first. Nothing leaves the machine, and no key of the user's is sent (the server gets
-`SERVED_API_KEY`).
+attempt first; a fault no attempt can meet (a call past the recording's, a model no call asks
+for) is refused before the replay starts. Nothing leaves the machine, and no key of the
+user's is sent (the server gets `SERVED_API_KEY`).
 
 Live, a served case runs the same client against the real endpoint (`live_client`), so what is
 recorded is what that client does: a fallback's record, for one.
@@ -80,6 +81,40 @@ def live_client(agent_model: ChatModel | None, live: ChatModel) -> ChatModel:
     )
 
 
+def asked_names(model: ChatModel | None, asked_as: str) -> set[str]:
+    """The model names `model` (the agent's) asks the server for, when a request asks for
+    `asked_as`: a FallbackModel's primary goes by the request's name, each backup by its own."""
+    if not isinstance(model, FallbackModel):
+        return {asked_as}
+    names = asked_names(model.models[0], asked_as)
+    for backup in model.models[1:]:
+        names |= asked_names(backup, backup.name)
+    return names
+
+
+def faults_that_never_apply(
+    served: Served, cassette: Cassette, agent_model: ChatModel | None, asked_as: str
+) -> list[str]:
+    """Each fault of `served` no attempt of this replay can meet, and why: a call past the
+    recording's, or a model no call asks for."""
+    calls = len(cassette.interactions)
+    recorded = {str(i.request["model"]) for i in cassette.interactions if i.request.get("model")}
+    asked = asked_names(agent_model, asked_as) | recorded
+    problems = []
+    for number, fault in enumerate(served.faults):
+        why = []
+        if fault.call is not None and fault.call > calls:
+            why.append(f"the recording has {calls} model call{'' if calls == 1 else 's'}")
+        if fault.model is not None and fault.model not in asked:
+            why.append(
+                f"no model call of the case asks for {fault.model!r} (they ask for "
+                f"{', '.join(repr(n) for n in sorted(asked))})"
+            )
+        if why:
+            problems.append(f"{served.about(number)} can never apply: {'; '.join(why)}")
+    return problems
+
+
 class _Script:
     """What the server answers, by model call: the staged answer, or a fault first. Read by
     the server's handler threads, written by the event loop; hence the lock."""
@@ -133,8 +168,12 @@ class ServedReplayModel(ReplayModel):
         self._client: ChatModel | None = None
         self._one_at_a_time = asyncio.Lock()
         self.received: list[ReceivedRequest] = []  # what the server got, once closed
-        # Checked now, so a model that cannot be served is the case's setup error.
+        # Checked now, so a model that cannot be served, or a fault that can never strike,
+        # is the case's setup error rather than a replay that silently tests less.
         pointed_at(agent_model, "http://127.0.0.1/v1", api_key=SERVED_API_KEY, name=self.name)
+        never = faults_that_never_apply(served, cassette, agent_model, self.name)
+        if never:
+            raise UsageError("; ".join(never))
 
     def _ready(self) -> ChatModel:
         if self._client is None:
