@@ -198,12 +198,18 @@ def test_a_model_that_cannot_go_over_http_is_refused(tmp_path: Path) -> None:
 
 
 def test_live_a_served_case_runs_the_agents_own_chain_at_the_endpoint() -> None:
+    # The live model's name (--model, else the suite's model:) is the primary's, as it is the
+    # model a live run of any suite calls; the backups keep their own.
     live = OpenAIModel("suite-model", base_url="http://127.0.0.1:1/v1", max_tokens=64)
     chain = live_client(FallbackModel([client("primary"), client("backup")]), live)
-    assert isinstance(chain, FallbackModel) and chain.chain == ["primary", "backup"]
+    assert isinstance(chain, FallbackModel) and chain.chain == ["suite-model", "backup"]
+    assert chain.name == "suite-model"  # what the run's requests ask for
     assert {m.base_url for m in chain.models} == {"http://127.0.0.1:1/v1"}
     assert {m.max_tokens for m in chain.models} == {64}
     assert all(m.retry is NO_WAIT for m in chain.models)
+    single = live_client(client("primary"), live)
+    assert isinstance(single, OpenAIModel) and single.name == "suite-model"
+    assert single.retry is NO_WAIT
     assert live_client(None, live) is live
 
 
@@ -368,6 +374,36 @@ def test_a_served_suite_records_its_chain_live_and_replays_it_served(
         "case 'primary-down': the case's serve.faults[0] {model: other, status: 503} can never "
         "apply: no model call of the case asks for 'other' (they ask for 'backup', 'primary')"
     ) in down["error"]
+
+
+def test_live_model_names_a_served_suites_primary_and_its_backups_keep_theirs(
+    suite: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    def answer(request: dict[str, Any]) -> Any:
+        question = next(m["content"] for m in request["messages"] if m["role"] == "user")
+        if request["model"] != "backup" and "primary down" in question:
+            return HTTPFault(503, "overloaded")
+        return responder({**request, "model": "backup"})
+
+    with OpenAICompatibleServer(responder=answer) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "unused")
+        live = ["--live", "--record-mode", "all", "--base-url", server.base_url]
+        assert run(str(suite), *live, "--model", "renamed", db=tmp_path / "rec.duckdb") == 0
+        asked = [(r.body["messages"][-1]["role"], r.body["model"]) for r in server.requests]
+    assert {model for _, model in asked} == {"renamed", "backup"}
+    recording = Cassette.load(suite / "cassettes" / "primary-down.yaml")
+    path = fallback_of(recording.interactions[0].response())
+    assert path is not None and path["failed"][0]["model"] == "renamed"
+    # Replayed, the case's fault still names the agent's own primary, which no recorded call
+    # asks for now: refused, saying so, rather than replayed without the fault.
+    monkeypatch.delenv("OPENAI_API_KEY")
+    capsys.readouterr()
+    assert run(str(suite), "--json", db=tmp_path / "replay.duckdb") == 3
+    results = orjson.loads(capsys.readouterr().out)["results"]
+    statuses = {r["case_id"]: (r["status"], r["error"]) for r in results}
+    assert statuses["calm"] == ("passed", None)
+    assert statuses["primary-down"][0] == "error"
+    assert "no model call of the case asks for 'primary'" in statuses["primary-down"][1]
 
 
 def test_a_bad_fault_is_a_usage_error_naming_its_line(

@@ -13,8 +13,9 @@ attempt first; a fault no attempt can meet (a call past the recording's, a model
 for) is refused before the replay starts. Nothing leaves the machine, and no key of the
 user's is sent (the server gets `SERVED_API_KEY`).
 
-Live, a served case runs the same client against the real endpoint (`live_client`), so what is
-recorded is what that client does: a fallback's record, for one.
+Live, a served case runs the same client against the real endpoint (`live_client`), its
+primary model under the live model's name, so what is recorded is what that client does: a
+fallback's record, for one.
 """
 
 from __future__ import annotations
@@ -44,15 +45,18 @@ def pointed_at(
     api_key: str | None,
     name: str,
     max_tokens: int | None = None,
+    primary: str | None = None,
 ) -> ChatModel:
     """`model` (the agent's) pointed at `base_url`: an OpenAIModel keeps its name, timeout and
     retry policy; a FallbackModel keeps its chain and what it falls back on. Without a model of
-    its own, an OpenAIModel named `name`. Any other model cannot be served over HTTP."""
+    its own, an OpenAIModel named `name`. `primary` renames the model asked first (a
+    FallbackModel's first, and the chain with it); its backups keep their names. Any other
+    model cannot be served over HTTP."""
     if model is None:
         return OpenAIModel(name, base_url=base_url, api_key=api_key, max_tokens=max_tokens)
     if isinstance(model, OpenAIModel):
         return OpenAIModel(
-            model.name,
+            primary or model.name,
             base_url=base_url,
             api_key=api_key,
             timeout_s=model.timeout_s,
@@ -61,10 +65,18 @@ def pointed_at(
         )
     if isinstance(model, FallbackModel):
         chain = [
-            pointed_at(m, base_url, api_key=api_key, name=m.name, max_tokens=max_tokens)
-            for m in model.models
+            pointed_at(
+                m,
+                base_url,
+                api_key=api_key,
+                name=m.name,
+                max_tokens=max_tokens,
+                primary=primary if number == 0 else None,
+            )
+            for number, m in enumerate(model.models)
         ]
-        return FallbackModel(chain, on=[*model.statuses, *model.errors], name=model.name)
+        # The chain's name is what a request asks for, so the primary is asked by its own.
+        return FallbackModel(chain, on=[*model.statuses, *model.errors], name=primary or model.name)
     raise UsageError(
         f"a served replay talks to the agent's model over HTTP, so it must be an OpenAIModel "
         f"or a FallbackModel of them; the agent's model is {model!r}"
@@ -73,11 +85,18 @@ def pointed_at(
 
 def live_client(agent_model: ChatModel | None, live: ChatModel) -> ChatModel:
     """The client a served case records with: the agent's own, at the live model's endpoint
-    (and with its max_tokens); the live model itself when the agent has none."""
+    (and with its max_tokens), its primary model named as the live model is (`--model`, else
+    the suite's `model:`), as a live run of any suite calls that model; a FallbackModel's
+    backups keep their names. The live model itself when the agent has none."""
     if agent_model is None or not isinstance(live, OpenAIModel):
         return live
     return pointed_at(
-        agent_model, live.base_url, api_key=None, name=live.name, max_tokens=live.max_tokens
+        agent_model,
+        live.base_url,
+        api_key=None,
+        name=live.name,
+        max_tokens=live.max_tokens,
+        primary=live.name,
     )
 
 
