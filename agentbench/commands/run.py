@@ -241,7 +241,7 @@ def run(
             )
         check_baseline_spec(store, baseline, repo=root)
         if resume is not None:
-            check_resumable(store, resume, found.suites, code_version())
+            check_resumable(store, resume, found.suites, code_version(), options)
         baseline_id = None
         if against is not None:
             click.echo(f"running the suites at {against} for the baseline…", err=True)

@@ -316,7 +316,7 @@ class Harness:
             done = self._resumed(eval_id, run, planned)
         self.finished_trials = len(done)
         self.check_live_model(suites)
-        results_store.start_eval(self.store, run, suites, options)
+        results_store.start_eval(self.store, run, suites, options, planned=len(planned))
         self.eval_started = True
         self._writer = results_store.ResultWriter(self.store, eval_id)
         agents: dict[str, Agent | None] = {}

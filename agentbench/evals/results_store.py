@@ -11,6 +11,7 @@ quote whatever a suite's setup raised.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -50,14 +51,17 @@ def eval_config(store: Any, eval_id: str) -> dict[str, Any]:
     return config if isinstance(config, dict) else {}
 
 
-def check_resumable(store: Any, eval_id: str, suites: Sequence[Any], version: str | None) -> None:
-    """`--resume EVAL_ID` only continues the same suites on the same code: anything else
-    would mix two versions' results in one eval."""
+def check_resumable(
+    store: Any, eval_id: str, suites: Sequence[Any], version: str | None, options: Any
+) -> None:
+    """`--resume EVAL_ID` only continues the same suites on the same code, with the same
+    selection (`selection`): anything else would make one eval of two versions' results, or
+    of two plans — a resumed `--filter` run would mark a partial eval finished."""
     if not store.path.exists():
         raise UsageError(f"--resume {eval_id}: no trace store at {store.path}")
     with store.reading() as conn:
         row = conn.execute(
-            "SELECT suite, code_version FROM evals WHERE eval_id = ?", [eval_id]
+            "SELECT suite, code_version, config FROM evals WHERE eval_id = ?", [eval_id]
         ).fetchone()
     if row is None:
         raise UsageError(f"--resume {eval_id}: no such eval in {store.path}")
@@ -73,31 +77,112 @@ def check_resumable(store: Any, eval_id: str, suites: Sequence[Any], version: st
             f"--resume {eval_id}: it ran code {stored_version}; this is {version} (a resumed "
             "eval must be one version of the code; start a new eval)"
         )
+    config = orjson.loads(row[2]) if row[2] else {}
+    stored = config if isinstance(config, dict) else {}
+    changes = _selection_changes(stored, selection(options))
+    if changes:
+        flag, then, now = changes[0]
+        raise UsageError(
+            f"--resume {eval_id}: it ran with {_shown(flag, then)}; this is {_shown(flag, now)} "
+            "(a resumed eval runs only the rest of the trials it planned: give the options it "
+            "started with, or start a new eval)"
+        )
 
 
-def start_eval(store: Any, run: Any, suites: Sequence[Any], options: Any) -> None:
-    config = {
-        "trials": options.trials,
-        "concurrency": options.concurrency,
-        "record_mode": options.record_mode.value,
-        "live": options.live,
+def selection(options: Any) -> dict[str, Any]:
+    """What decides which trials an eval runs and how, as its config keeps it: `--resume`
+    must give the same, and `resume_command` repeats it."""
+    shard = getattr(options, "shard", None)
+    return {
         "filters": list(options.filters),
-        # A shard of a CI job matrix: `agentbench merge` lists the shards an eval holds.
-        "shards": [str(options.shard)] if getattr(options, "shard", None) else None,
+        "trials": options.trials,
+        "shards": [str(shard)] if shard else None,
+        "live": options.live,
+        "record_mode": options.record_mode.value,
         "strict": options.strict,
+        "allow_drift": options.allow_drift,
+        "live_from_divergence": options.live_from_divergence,
+        "model": options.model,
+    }
+
+
+# Each config key of the selection and the option that sets it.
+SELECTION_FLAGS = {
+    "filters": "--filter",
+    "trials": "--trials",
+    "shards": "--shard",
+    "live": "--live",
+    "record_mode": "--record-mode",
+    "strict": "--strict",
+    "allow_drift": "--allow-drift",
+    "live_from_divergence": "--live-from-divergence",
+    "model": "--model",
+}
+
+
+def _selection_changes(stored: dict[str, Any], now: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(option, stored value, value now) for each key of the selection that differs; a key
+    the stored config lacks (an eval kept by an older agentbench) is not compared."""
+    changes = []
+    for key, flag in SELECTION_FLAGS.items():
+        if key not in stored:
+            continue
+        then, value = stored[key], now[key]
+        if key in ("filters", "shards"):  # lists whose order says nothing
+            then, value = sorted(then or ()), sorted(value or ())
+        if then != value:
+            changes.append((flag, stored[key], now[key]))
+    return changes
+
+
+def _shown(flag: str, value: Any) -> str:
+    """An option's value as the command line gives it: `--filter 'status-*'`, `no --filter`,
+    `--trials 3`, `--live`, `no --live`."""
+    if value in (None, [], False):
+        if flag == "--trials":
+            return "no --trials (each suite's own)"
+        return f"no {flag}"
+    if value is True:
+        return flag
+    if isinstance(value, list):
+        return " ".join(f"{flag} {shlex.quote(str(item))}" for item in value)
+    return f"{flag} {shlex.quote(str(value))}"
+
+
+def start_eval(
+    store: Any, run: Any, suites: Sequence[Any], options: Any, planned: int | None = None
+) -> None:
+    """The eval's row, `running` until `finish_eval`: its selection and what it planned
+    (`planned` trials, of this shard when it is one — a merge adds the shards' plans up), so
+    `gate` and `report` can tell an eval that did not finish from one that did. A resumed
+    eval keeps its row; a verdict kept on it is dropped, since the eval is changing."""
+    shard = getattr(options, "shard", None)
+    config = {
+        **selection(options),
+        "concurrency": options.concurrency,
+        "base_url": options.base_url,  # for the `--resume` command: not compared
         # Suites whose XPASS fails the gate (`strict_xfail: true`): `agentbench gate` reads
         # them here, since it gates a stored eval without loading its suites.
         "strict_xfail": sorted(s.name for s in suites if getattr(s, "strict_xfail", False)),
-        "live_from_divergence": options.live_from_divergence,
         "suites": {s.name: str(s.path) for s in suites},
+        # Per part: "all", or the shard (K/N) of a CI job matrix.
+        "planned_trials": {str(shard) if shard else "all": planned} if planned is not None else {},
     }
     models = sorted({s.model.name for s in suites if s.model and s.model.name})
     redact = redactor_for(store)
     with store.writing() as conn:
-        if conn.execute("SELECT 1 FROM evals WHERE eval_id = ?", [run.eval_id]).fetchone():
+        row = conn.execute(
+            "SELECT config, summary FROM evals WHERE eval_id = ?", [run.eval_id]
+        ).fetchone()
+        if row is not None:
+            kept, summary = (orjson.loads(text) if text else {} for text in row)
+            plans = {**(kept.get("planned_trials") or {}), **config["planned_trials"]}
+            kept["planned_trials"] = plans
+            summary.pop("verdict", None)
             conn.execute(
-                "UPDATE evals SET status = 'running', finished_at = NULL WHERE eval_id = ?",
-                [run.eval_id],
+                "UPDATE evals SET status = 'running', finished_at = NULL, config = ?, summary = ? "
+                "WHERE eval_id = ?",
+                [_json(redact.value(kept)), _json(summary) if summary else None, run.eval_id],
             )
             return
         conn.execute(

@@ -387,7 +387,8 @@ def _latest(one: Any, other: Any) -> Any:
 
 
 def _merged_config(mine: str | None, theirs: str | None) -> str | None:
-    """An eval's config with the shards of both copies listed once."""
+    """An eval's config with the shards of both copies listed once, and the trials each
+    shard planned (`planned_trials`, by shard) of both."""
     if mine is None or theirs is None:
         return mine or theirs
     a, b = orjson.loads(mine), orjson.loads(theirs)
@@ -397,4 +398,7 @@ def _merged_config(mine: str | None, theirs: str | None) -> str | None:
     )
     if shards:
         a["shards"] = shards
+    plans = {**(b.get("planned_trials") or {}), **(a.get("planned_trials") or {})}
+    if plans:
+        a["planned_trials"] = plans
     return orjson.dumps(a).decode()
