@@ -205,7 +205,8 @@ def test_annotations_point_at_the_case_in_its_file(tmp_path: Path) -> None:
         "output_contains: missing '21'\x1b[0m%0Atool_called: get_weather was not called"
     )
     assert lines[2] == (
-        "::error file=golden/sql/cases/sql.yaml,line=4,title=agentbench%3A sql/crash failed::"
+        "::error file=golden/sql/cases/sql.yaml,line=4,title=agentbench%3A sql/crash could not "
+        "run::"
         "no cassette at x.yaml%0Are-record"
     )
     assert lines[3] == (
@@ -245,7 +246,10 @@ def test_markdown_summary_with_a_comparison(tmp_path: Path) -> None:
     text = markdown_summary(run_of(outcomes(tmp_path)), comparison())
     assert text.startswith("## agentbench: ❌ gate failed\n")
     assert "Eval `eval_b` · 6 cases · 7 trials · code `abc123+dirty`" in text
-    assert "| sre | 2 | 2 | 1 | 0 | 0 | 66.7% |" in text
+    # a trial that could not run has a column of its own: it did not fail
+    assert "| suite | cases | passed | failed | errors | xfail | skipped | pass rate |" in text
+    assert "| sql | 4 | 0 | 0 | 1 | 2 | 1 | 0.0% |" in text
+    assert "| sre | 2 | 2 | 1 | 0 | 0 | 0 | 66.7% |" in text
     assert "### Compared with `eval_a`" in text
     assert (
         "pass rate 100.0% → 50.0% (−50.0 points; 95% CI [−80.0, −20.0]; sign test p = 0.01" in text
@@ -256,8 +260,10 @@ def test_markdown_summary_with_a_comparison(tmp_path: Path) -> None:
     )
     assert "#### Newly failing (1)" in text and "#### Flaky (reported, not gating) (1)" in text
     assert "| `sre/broken` | passed 1/2 → 1/2 trials, score 1.00 → 1.00 |" in text
-    assert "### Failing (2)" in text
-    assert "no cassette at x.yaml re-record" in text  # one line inside a table cell
+    assert "### Failing (1)" in text and "### Could not run (1)" in text
+    assert "`sql/crash` | 1 | golden/sql/cases/sql.yaml:4 | no cassette at x.yaml re-record |" in (
+        text  # one line inside a table cell
+    )
 
 
 def test_markdown_summary_without_a_baseline_escapes_cells(tmp_path: Path) -> None:

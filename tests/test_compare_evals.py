@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from agentbench.cli import main
+from agentbench.evals.case_changes import CaseSide, budget_regressions, usage_changes
 from agentbench.evals.compare import compare_evals
 from agentbench.evals.compare_text import comparison_text
 from agentbench.evals.dataset import discover
@@ -278,6 +279,7 @@ def test_kinds_and_their_order(tmp_path: Path) -> None:
             trial("d-tokens", "passed"),
             trial("e-score", "failed", score=0.2),
             trial("f-removed", "passed"),
+            trial("g-could-not-run", "passed"),
             trial("g-newly-failing", "passed"),
             trial("h-slow-but-noise", "passed", duration_ms=100.0),
             trial("i-xfail", "xfailed"),
@@ -293,7 +295,8 @@ def test_kinds_and_their_order(tmp_path: Path) -> None:
             trial("c-flaky", "failed", 2),
             trial("d-tokens", "passed", tokens=130, cost_usd=None),
             trial("e-score", "failed", score=0.6),
-            trial("g-newly-failing", "error", error="cassette missing"),
+            trial("g-could-not-run", "error", error="cassette missing"),
+            trial("g-newly-failing", "failed"),
             trial("h-slow-but-noise", "passed", duration_ms=400.0),
             trial("i-xfail", "xfailed"),
             trial("z-added", "passed"),
@@ -302,6 +305,7 @@ def test_kinds_and_their_order(tmp_path: Path) -> None:
     comparison = compare_evals(store, "eval_base", "eval_cur", budget_pct=20.0)
     kinds = [(c.case_id, c.kind) for c in comparison.cases]
     assert kinds == [
+        ("g-could-not-run", "could_not_run"),  # an error says nothing of the code: not failing
         ("g-newly-failing", "newly_failing"),
         ("d-tokens", "budget_regression"),
         ("e-score", "score_changed"),
@@ -322,20 +326,50 @@ def test_kinds_and_their_order(tmp_path: Path) -> None:
     ]
     assert by_id["d-tokens"].same_recorded_usage is False
     assert by_id["e-score"].score_delta == pytest.approx(0.4)
-    assert by_id["g-newly-failing"].reasons == ["cassette missing"]
-    assert by_id["g-newly-failing"].current.status == "error"
+    assert by_id["g-could-not-run"].reasons == ["cassette missing"]
+    assert by_id["g-could-not-run"].current.status == "error"
     assert by_id["c-flaky"].current.status == "flaky"
     assert by_id["i-xfail"].current.trials == 0  # expected failures never count
     assert by_id["f-removed"].current is None and by_id["z-added"].baseline is None
     # the flaky case passed in the baseline and fails a trial now: reported, not gating
     failed, reasons = gate(comparison, fail_under=None)
     assert failed and reasons == [
-        "s/g-newly-failing passed in the baseline and fails now: cassette missing."
+        "s/g-could-not-run passed in the baseline and could not run now: cassette missing.",
+        "s/g-newly-failing passed in the baseline and fails now: check: g-newly-failing is "
+        "wrong.",
     ]
+    # a caller that reports the error itself (the verdict) is not told it again
+    said = gate(comparison, fail_under=None, said={("s", "g-could-not-run")})[1]
+    assert said == reasons[1:]
     # trial-weighted rates over the counted trials of the cases both evals ran (f-removed and
-    # z-added move neither side): baseline 6 of 8 passed, current 5 of 8
-    assert comparison.baseline_rate == pytest.approx(6 / 8)
-    assert comparison.current_rate == pytest.approx(5 / 8)
+    # z-added move neither side): baseline 7 of 9 passed, current 5 of 9
+    assert comparison.baseline_rate == pytest.approx(7 / 9)
+    assert comparison.current_rate == pytest.approx(5 / 9)
+
+
+def test_a_baseline_that_could_not_run_a_case_excuses_nothing(tmp_path: Path) -> None:
+    # The baseline's live model was down: its cases errored. A case failing now is not
+    # "already failing" there: the baseline never ran it.
+    store = TraceStore(tmp_path / "outage.duckdb")
+    down = "case 'a': the live model failed, so this trial says nothing about the code"
+    store_eval(store, "eval_base", [trial("a", "error", error=down), trial("b", "failed")])
+    store_eval(store, "eval_cur", [trial("a", "failed"), trial("b", "failed")])
+    comparison = compare_evals(store, "eval_base", "eval_cur")
+    failed, reasons = gate(comparison, fail_under=None)
+    assert failed and reasons == [
+        "s/a fails now, and the baseline could not run it either: check: a is wrong."
+    ]  # b failed in a clean baseline too: known, reported elsewhere
+
+
+def test_a_cost_change_is_shown_with_the_digits_that_show_it() -> None:
+    def side(cost: float) -> CaseSide:
+        return CaseSide("passed", 1.0, 1, 1, 100.0, cost, 10.0, None)
+
+    before, after = side(0.000_31), side(0.000_332)
+    assert usage_changes(before, after) == ["cost $0.00031 → $0.00033 (+7%)"]
+    over = budget_regressions(before, side(0.000_4), budget_pct=20.0, latency_floor_ms=500.0)
+    assert over == ["cost $0.0003 → $0.0004 (+29%, budget +20%)"]
+    assert usage_changes(side(1.5), side(1.25)) == ["cost $1.5000 → $1.2500 (-17%)"]
 
 
 def test_gate_fail_under_and_no_comparison(tmp_path: Path) -> None:

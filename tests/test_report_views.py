@@ -41,11 +41,12 @@ def test_without_a_baseline_any_failing_trial_fails_the_verdict() -> None:
         trial("gap", "xfailed"),
     ]
     view = verdict_view(outcomes, summarize(outcomes), None)
-    assert view.failed and view.words == "Gate FAILED"
+    # as `run` without a baseline: a trial that could not run makes it an error (exit 3)
+    assert view.failed and view.words == "Gate ERROR" and view.exit_code == 3
     assert view.basis == "no baseline compared: every counted trial must pass"
     # failing cases named with file:line, errors first
-    assert view.reasons[0].startswith("sre/mem (golden/sre/cases.yaml:3) error:")
-    assert "sre/cpu (golden/sre/cases.yaml:3) failing: output_contains: missing X" in view.reasons
+    assert view.reasons[0] == "sre/mem (golden/sre/cases.yaml:3) could not run (trial 1): boom"
+    assert "sre/cpu (golden/sre/cases.yaml:3) fails: output_contains: missing X." in view.reasons
     kinds = [(a.kind, a.case_id, a.row) for a in view.attention]
     assert kinds == [
         ("error", "mem", "sre/mem/1"),
@@ -222,7 +223,8 @@ def test_a_long_list_of_failures_is_cut_and_counted() -> None:
     outcomes = [trial(f"case-{i:03d}", "failed") for i in range(70)]
     view = verdict_view(outcomes, summarize(outcomes), None)
     assert len(view.attention) == 50 and view.more_attention == 20
-    assert len(view.reasons) == 12 and view.more_reasons == 58
+    # the verdict names 50 cases and counts the other 20 in one more reason
+    assert len(view.reasons) == 12 and view.more_reasons == 39
 
 
 def test_a_run_gated_by_its_threshold_gets_the_same_banner_as_its_exit_code() -> None:

@@ -131,7 +131,7 @@ def test_strict_xpass_fails_only_where_strict() -> None:
     verdict = verdict_of(outcomes, rules=strict)
     assert verdict.reasons == [
         "sql/gap (golden/sql/cases.yaml:3) is marked xfail and passed (XPASS, strict): remove "
-        "its xfail: if it is fixed, or find out why its scorers let it pass."
+        "its xfail if it is fixed, or find out why its scorers let it pass."
     ]
     assert verdict_of(outcomes, rules=GateRules(strict_xfail=StrictXfail(True))).exit_code == 1
     other = GateRules(strict_xfail=StrictXfail.of(False, {"strict_xfail": ["sre"]}))

@@ -75,12 +75,9 @@ def github_annotations(
         if outcome.status not in ("failed", "error") or outcome.key in seen:
             continue
         seen.add(outcome.key)
-        name = f"{outcome.suite}/{outcome.case_id}"
         change = kinds.get(outcome.key)
         regressed = change is not None and change["kind"] == "newly_failing"
-        title = f"agentbench: {name} " + (
-            "regressed (passed in the baseline)" if regressed else "failed"
-        )
+        title = _failing_title(outcome, regressed)
         reasons = [outcome.error] if outcome.status == "error" else outcome.reasons()
         message = "\n".join(r for r in reasons if r) or outcome.status
         line = command("error", message, title=title, source=outcome.source, root=root)
@@ -120,11 +117,26 @@ def github_annotations(
     return lines
 
 
+def _failing_title(outcome: TrialOutcome, regressed: bool) -> str:
+    name = f"agentbench: {outcome.suite}/{outcome.case_id}"
+    if outcome.status == "error":
+        return f"{name} could not run"
+    return f"{name} regressed (passed in the baseline)" if regressed else f"{name} failed"
+
+
 def _xpass(outcome: TrialOutcome, verdict: Verdict | None, root: Path | None) -> tuple[bool, str]:
     """Whether the unexpected pass fails the gate (a strict suite's), and its annotation."""
     strict = verdict is not None and verdict.xpass_fails(outcome.suite)
     title = f"agentbench: {outcome.suite}/{outcome.case_id} passed unexpectedly (XPASS)"
-    message = "marked xfail, and passed" + (": its suite is strict, so the gate fails" * strict)
+    message = "marked xfail, and passed"
+    if strict:
+        assert verdict is not None
+        why = (
+            "--strict-xfail"
+            if verdict.strict_xfail.every_suite
+            else "its suite says strict_xfail: true"
+        )
+        message += f": {why}, so the gate fails"
     level = "error" if strict else "warning"
     return strict, command(level, message, title=title, source=outcome.source, root=root)
 

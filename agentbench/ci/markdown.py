@@ -4,7 +4,8 @@ The heading is the eval's verdict (✅ passed, ❌ gate failed, ⛔ error) and r
 its reasons, what it was judged by and its notes (the baseline chosen, a partial eval), as
 `run` and `gate` reached it (`evals.verdict`). Then totals per suite, then (with a baseline)
 the pass-rate change with its interval and p-value and the changed cases by kind, then every
-failing case with its file, line and reasons, and the unexpected passes (XPASS). GitHub refuses
+failing case with its file, line and reasons, the trials that could not run with their error,
+and the unexpected passes (XPASS). GitHub refuses
 a step summary over 1 MiB, so the document is kept under `MAX_SUMMARY_BYTES`: case lists are
 shortened (with a note saying how many were left out) until it fits, and as a last resort the
 text is cut at a line. The document is redacted before it is measured (outcomes are redacted
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench.evals.compare_text import (
+    XPASS_TITLE,
     as_data,
     describe_divergence,
     drift_text,
@@ -28,14 +30,15 @@ from agentbench.evals.compare_text import (
     trials_text,
 )
 from agentbench.evals.stats import TrialOutcome
-from agentbench.evals.verdict import ERROR, FAILED, PASSED, Verdict
+from agentbench.evals.verdict import ERROR, FAILED, PASSED, GateRules, Verdict, decide
 from agentbench.trace.redact import Redactor
 
 MAX_SUMMARY_BYTES = 1_000_000  # GitHub's limit is 1 MiB (1,048,576 bytes) per step summary
 _LIST_LIMITS = (None, 500, 100, 20, 5, 0)
 _TITLES = (
+    ("could_not_run", "Could not run now (not judged)"),
     ("newly_failing", "Newly failing"),
-    ("xpassed", "XPASS: marked xfail, and passed (gating with --strict-xfail or strict_xfail)"),
+    ("xpassed", XPASS_TITLE),
     ("budget_regression", "Budget regressions (gating when both evals replayed the same usage)"),
     ("score_changed", "Score changes"),
     ("flaky", "Flaky (reported, not gating)"),
@@ -64,14 +67,16 @@ def _capped(rows: Sequence[str], limit: int | None, what: str) -> list[str]:
 
 def _totals(run: Any) -> list[str]:
     summary = run.summary
+    errors = summary.errors > 0  # trials that could not run: a column of their own
     lines = [
-        "| suite | cases | passed | failed | xfail | skipped | pass rate |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| suite | cases | passed | failed |{' errors |' * errors} xfail | skipped | pass rate |",
+        f"| --- | ---: | ---: | ---: |{' ---: |' * errors} ---: | ---: | ---: |",
     ]
     for suite, numbers in summary.by_suite.items():
+        errored = f" {numbers.get('errors', 0)} |" if errors else ""
         lines.append(
             f"| {cell(suite)} | {numbers['cases']} | {numbers['passed']} "
-            f"| {numbers['failed']} | {numbers['expected']} "
+            f"| {numbers['failed']} |{errored} {numbers['expected']} "
             f"| {numbers['skipped']} | {pct(numbers['pass_rate'])} |"
         )
     cost = "—" if summary.cost_usd is None else f"${summary.cost_usd:.4f}"
@@ -124,24 +129,31 @@ def _comparison(data: dict[str, Any], limit: int | None) -> list[str]:
 
 
 def _failing(outcomes: Sequence[TrialOutcome], limit: int | None) -> list[str]:
-    failing = [o for o in outcomes if o.status in ("failed", "error")]
-    if not failing:
-        return []
-    rows = []
-    for outcome in failing:
-        reasons = [outcome.error] if outcome.status == "error" else outcome.reasons()
-        rows.append(
-            f"| `{cell(outcome.suite)}/{cell(outcome.case_id)}` | {outcome.trial} "
-            f"| {cell(outcome.source or '')} | {'<br>'.join(cell(r) for r in reasons if r)} |"
-        )
-    return [
-        "",
-        f"### Failing ({len(failing)})",
-        "",
-        "| case | trial | where | reasons |",
-        "| --- | ---: | --- | --- |",
-        *_capped(rows, limit, "failing trials"),
-    ]
+    """The failing trials, then those that could not run (not failures of the code)."""
+    lines = []
+    for status, title, what in (
+        ("failed", "Failing", "failing trials"),
+        ("error", "Could not run", "trials that could not run"),
+    ):
+        found = [o for o in outcomes if o.status == status]
+        if not found:
+            continue
+        rows = []
+        for outcome in found:
+            reasons = [outcome.error] if status == "error" else outcome.reasons()
+            rows.append(
+                f"| `{cell(outcome.suite)}/{cell(outcome.case_id)}` | {outcome.trial} "
+                f"| {cell(outcome.source or '')} | {'<br>'.join(cell(r) for r in reasons if r)} |"
+            )
+        lines += [
+            "",
+            f"### {title} ({len(found)})",
+            "",
+            f"| case | trial | where | {'error' if status == 'error' else 'reasons'} |",
+            "| --- | ---: | --- | --- |",
+            *_capped(rows, limit, what),
+        ]
+    return lines
 
 
 def _drift(outcomes: Sequence[TrialOutcome], limit: int | None) -> list[str]:
@@ -217,7 +229,9 @@ def _render(run: Any, data: dict[str, Any] | None, verdict: Verdict, limit: int 
 
 def _verdict_without_one(run: Any, data: dict[str, Any] | None, failed: bool | None) -> Verdict:
     """For a caller with no verdict at hand (the library): the comparison's gate, or the
-    `failed` given, or the rule without a baseline — every counted trial passes."""
+    `failed` given, or the rule without a baseline (`evals.verdict.decide`)."""
+    if data is None and failed is None:
+        return decide(run.summary, run.outcomes, rules=GateRules())
     if data is not None:
         reasons = [str(r) for r in data["gate"]["reasons"]]
         failed = data["gate"]["failed"] if failed is None else failed

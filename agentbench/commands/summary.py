@@ -1,7 +1,8 @@
 """The eval summary a person reads at the end of `agentbench run`, and the progress bar.
 
 Plain text on purpose: it lands in CI logs. Failing cases come first after the totals, each
-with its file and line and the reasons its scorers gave.
+with its file and line and the reasons its scorers gave, then the trials that could not run
+(a missing cassette, a live model that failed: not failures of the code), with their error.
 """
 
 from __future__ import annotations
@@ -37,21 +38,7 @@ def render(
         + (f", {run.resumed} resumed" if run.resumed else ""),
         "",
     ]
-    rows = [
-        [
-            suite,
-            numbers.get("cases", 0),
-            numbers["passed"],
-            numbers.get("failed", 0),
-            numbers.get("expected", 0),
-            numbers.get("skipped", 0),
-            _rate(numbers["pass_rate"]),
-        ]
-        for suite, numbers in summary.by_suite.items()
-    ]
-    lines.append(
-        table(["suite", "cases", "passed", "failed", "xfail", "skipped", "pass rate"], rows)
-    )
+    lines.append(_suite_table(summary))
     lines.append("")
     lines.append(
         f"pass rate {_rate(summary.pass_rate)}   pass@{summary.k} {_rate(summary.pass_at_k)}   "
@@ -72,11 +59,11 @@ def render(
         lines.append(
             "slowest: " + ", ".join(f"{o.suite}/{o.case_id} {_ms(o.duration_ms)}" for o in slowest)
         )
-    failing = listed.failing
-    if failing:
-        lines.append("")
-        lines.append(f"failing ({len(failing)}):")
-        lines.extend(_failure(o) for o in failing)
+    for title, trials in (("failing", listed.failing), ("could not run", listed.errors)):
+        if trials:
+            lines.append("")
+            lines.append(f"{title} ({len(trials)}):")
+            lines.extend(_failure(o) for o in trials)
     reported = listed.drifted
     if listed.drifted_count:
         lines.append("")
@@ -88,25 +75,51 @@ def render(
                 lines.append(f"    - {outcome.divergence_verdict()}")
         if listed.drifted_count > MAX_LISTED:
             lines.append(f"  … and {listed.drifted_count - MAX_LISTED} more")
-    expected = listed.expected
-    if expected:
-        lines.append("")
-        lines.append("expected failures:")
-        for outcome in expected:
-            note = outcome.error
-            if outcome.status == "xpassed":
-                strict = verdict is not None and verdict.xpass_fails(outcome.suite)
-                note = "XPASS, passed unexpectedly" + (
-                    " (strict: it fails the gate)"
-                    if strict
-                    else " (reported; --strict-xfail or strict_xfail: true would fail the gate)"
-                )
-            lines.append(f"  {outcome.suite}/{outcome.case_id}: {note}")
+    lines.extend(_expected(listed.expected, verdict))
     for error in run.suite_errors:
         lines.append(f"suite error: {error}")
     lines.append("")
     lines.append(f"results: {store_path} (eval {run.eval_id})")
     return "\n".join(lines)
+
+
+def _expected(expected: list[TrialOutcome], verdict: Any) -> list[str]:
+    """The expected failures, an unexpected pass (XPASS) saying whether it fails the gate."""
+    if not expected:
+        return []
+    lines = ["", "expected failures:"]
+    for outcome in expected:
+        note = outcome.error
+        if outcome.status == "xpassed":
+            strict = verdict is not None and verdict.xpass_fails(outcome.suite)
+            note = "XPASS, passed unexpectedly" + (
+                " (strict: it fails the gate)"
+                if strict
+                else " (reported; --strict-xfail or strict_xfail: true would fail the gate)"
+            )
+        lines.append(f"  {outcome.suite}/{outcome.case_id}: {note}")
+    return lines
+
+
+def _suite_table(summary: Any) -> str:
+    """Per suite: cases, trials passed, failed, could not run (a column only when some did:
+    they are not failures of the code), expected failures, skipped, the pass rate."""
+    errors = summary.errors > 0
+    rows = [
+        [
+            suite,
+            numbers.get("cases", 0),
+            numbers["passed"],
+            numbers.get("failed", 0),
+            *([numbers.get("errors", 0)] if errors else []),
+            numbers.get("expected", 0),
+            numbers.get("skipped", 0),
+            _rate(numbers["pass_rate"]),
+        ]
+        for suite, numbers in summary.by_suite.items()
+    ]
+    headers = ["suite", "cases", "passed", "failed", *(["errors"] if errors else [])]
+    return table([*headers, "xfail", "skipped", "pass rate"], rows)
 
 
 @dataclass
@@ -116,6 +129,7 @@ class _Listed:
 
     slowest: list[TrialOutcome] = field(default_factory=list)
     failing: list[TrialOutcome] = field(default_factory=list)
+    errors: list[TrialOutcome] = field(default_factory=list)  # trials that could not run
     drifted: list[TrialOutcome] = field(default_factory=list)  # the first MAX_LISTED
     drifted_count: int = 0
     expected: list[TrialOutcome] = field(default_factory=list)
@@ -133,8 +147,10 @@ class _Listed:
                     heapq.heappush(timed, item)
                 elif item[:2] > timed[0][:2]:
                     heapq.heapreplace(timed, item)
-            if status in ("failed", "error"):
+            if status == "failed":
                 listed.failing.append(outcome)
+            elif status == "error":
+                listed.errors.append(outcome)
             elif status in ("xfailed", "xpassed"):
                 listed.expected.append(outcome)
             if outcome.drifts and not outcome.drift_failed:

@@ -2,8 +2,10 @@
 
 A side is the case's trials in one eval: pass fraction over the counted trials (expected
 failures and skips do not count), mean score, and mean tokens, cost and latency over the trials
-that ran. The kind says what a reviewer should look at first: `newly_failing` (every counted
-trial passed before, none passes now), `xpassed` (an expected failure passed: pytest's XPASS),
+that ran. The kind says what a reviewer should look at first: `could_not_run` (every counted
+trial errored now — a missing cassette, a live model that failed — so the case was not judged,
+whatever the baseline said), `newly_failing` (every counted trial passed before, none passes
+now), `xpassed` (an expected failure passed: pytest's XPASS),
 `budget_regression` (tokens, cost or latency worse than the budget), `score_changed`, `flaky`
 (the trials of either eval disagree), `behaviour_changed` (nothing above, but the trajectory
 differs from the baseline's), `usage_changed` (between two replayed evals, tokens or cost moved
@@ -28,6 +30,7 @@ from agentbench.replay.trajectory import Step
 
 # The order cases are listed in: what breaks the build first, what did not change last.
 KIND_ORDER = (
+    "could_not_run",
     "newly_failing",
     "xpassed",
     "budget_regression",
@@ -215,10 +218,10 @@ def budget_regressions(
         if old is None or new is None or new - old <= floor:
             continue
         if old <= 0:
-            found.append(f"{label} {_amount(old, unit)} → {_amount(new, unit)} (was zero)")
+            found.append(f"{label} {_amounts(old, new, unit)} (was zero)")
         elif new > old * (1 + budget_pct / 100):
             found.append(
-                f"{label} {_amount(old, unit)} → {_amount(new, unit)} "
+                f"{label} {_amounts(old, new, unit)} "
                 f"(+{(new / old - 1) * 100:.0f}%, budget +{budget_pct:g}%)"
             )
     return found
@@ -234,14 +237,19 @@ def usage_changes(before: CaseSide, after: CaseSide) -> list[str]:
         if old is None or new is None or math.isclose(old, new, rel_tol=1e-9, abs_tol=1e-12):
             continue
         change = f" ({(new / old - 1) * 100:+.0f}%)" if old > 0 else ""
-        found.append(f"{label} {_amount(old, unit)} → {_amount(new, unit)}{change}")
+        found.append(f"{label} {_amounts(old, new, unit)}{change}")
     return found
 
 
-def _amount(value: float, unit: str) -> str:
-    if unit == "$":
-        return f"${value:.4f}"
-    return f"{value:,.0f}{unit}"
+def _amounts(old: float, new: float, unit: str) -> str:
+    """`old → new`, with as many decimals as it takes for two different costs to read
+    differently ($0.00031 → $0.00033, not $0.0003 → $0.0003), up to ten."""
+    if unit != "$":
+        return f"{old:,.0f}{unit} → {new:,.0f}{unit}"
+    digits = 4
+    while digits < 10 and old != new and f"{old:.{digits}f}" == f"{new:.{digits}f}":
+        digits += 1
+    return f"${old:.{digits}f} → ${new:.{digits}f}"
 
 
 def classify(
@@ -276,7 +284,9 @@ def classify(
     )
     change.budget = budget
     change.usage = usage_changes(before, after) if judge_usage else []
-    if old == 1.0 and new == 0.0:
+    if after.status == "error":
+        change.kind = "could_not_run"
+    elif old == 1.0 and new == 0.0:
         change.kind = "newly_failing"
     elif old == 0.0 and new == 1.0:
         change.kind = "newly_passing"

@@ -14,6 +14,11 @@ from agentbench.replay.diff import Divergence
 from agentbench.replay.drift import Change
 
 MAX_LISTED = 20  # cases listed per kind; the rest are counted
+# `diff` has no --strict-xfail: a suite's `strict_xfail: true` gates it there, as everywhere.
+XPASS_TITLE = (
+    "XPASS: marked xfail, and passed (gating in a suite with strict_xfail: true, or under "
+    "run/gate --strict-xfail)"
+)
 # Budget sentences ("tokens 1,000 → 1,500 (+50%, …)"); scorer reasons read "token_budget: …".
 BUDGET_PREFIXES = ("tokens ", "cost ", "latency ")
 
@@ -129,8 +134,9 @@ def _detailed(case: dict[str, Any]) -> list[str]:
 
 
 _SECTIONS = (
+    ("could_not_run", "could not run now (not judged)"),
     ("newly_failing", "newly failing"),
-    ("xpassed", "XPASS: marked xfail, and passed (gating with --strict-xfail or strict_xfail)"),
+    ("xpassed", XPASS_TITLE),
     ("budget_regression", "budget regressions (gating when both evals replayed the same usage)"),
     ("score_changed", "score changes"),
     ("flaky", "flaky (reported, not gating)"),
@@ -174,7 +180,7 @@ def comparison_text(comparison: Any, *, gate: bool = True) -> str:
         lines.append("")
         lines.append(f"{title} ({len(found)}):")
         for case in found[:MAX_LISTED]:
-            if kind in ("newly_failing", "flaky", "behaviour_changed"):
+            if kind in ("could_not_run", "newly_failing", "flaky", "behaviour_changed"):
                 lines.extend(_detailed(case))
             elif kind in ("budget_regression", "usage_changed"):
                 lines.append(f"  {_name(case)}: {usage_text(case)}")

@@ -2,9 +2,11 @@
 
 These fail it: the pass rate is under `--fail-under`; a case that passed in the baseline
 fails now (unless its trials disagree — a flaky case is reported, never gating, so one unlucky
-trial does not block a merge); a failing case that no clean baseline excuses (it is new, or
-the baseline that failed it too ran uncommitted code); the pass rate dropped significantly
-(sign test p < 0.05); an expected failure that passed (XPASS) in a strict suite
+trial does not block a merge); a failing case that no clean baseline excuses (it is new, the
+baseline could not run it either, or the baseline that failed it too ran uncommitted code); a
+case whose trials could not run now is worded so, never as "fails now" (`evals.verdict` makes
+it an error of its own unless `--fail-under` counts it as a failure); the pass rate dropped
+significantly (sign test p < 0.05); an expected failure that passed (XPASS) in a strict suite
 (`--strict-xfail`, or `strict_xfail: true` in suite.yaml); and, when both evals replayed the
 same recorded usage, a case over its tokens or cost budget — in replay the usage comes from
 the recording, so a change there is the code's (how it reads or prices usage), not noise.
@@ -18,6 +20,7 @@ gate here; without a baseline the eval's own rule applies (`evals.verdict`).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,8 +70,8 @@ def xpass_reason(name: str, source: str | None) -> str:
     """The gate's sentence for a strict suite's unexpected pass."""
     where = f" ({source})" if source else ""
     return (
-        f"{name}{where} is marked xfail and passed (XPASS, strict): remove its xfail: "
-        "if it is fixed, or find out why its scorers let it pass."
+        f"{name}{where} is marked xfail and passed (XPASS, strict): remove its xfail if it "
+        "is fixed, or find out why its scorers let it pass."
     )
 
 
@@ -79,8 +82,11 @@ def gate(
     fail_on_change: bool = False,
     current_pass_rate: float | None = None,
     strict_xfail: StrictXfail | None = None,
+    said: Collection[tuple[str, str]] = (),
 ) -> tuple[bool, list[str]]:
-    """(failed, reasons). `current_pass_rate` defaults to the comparison's current rate."""
+    """(failed, reasons). `current_pass_rate` defaults to the comparison's current rate;
+    `said` are (suite, case) whose trials could not run and that the caller reports as
+    errors of their own (`evals.verdict`), so they are not said twice."""
     reasons: list[str] = []
     rate = current_pass_rate
     if rate is None and comparison is not None:
@@ -91,18 +97,7 @@ def gate(
         return bool(reasons), reasons
     strict = strict_xfail or StrictXfail()
     for change in comparison.cases:
-        reason = _failing_reason(change, dirty_baseline=comparison.baseline_dirty)
-        if reason is not None:
-            reasons.append(reason)
-        now = change.current
-        if now is not None and now.xpassed_trials and strict.applies(change.suite):
-            reasons.append(xpass_reason(change.name, change.source))
-        if change.budget and change.same_recorded_usage:
-            where = f" ({change.source})" if change.source else ""
-            reasons.append(
-                f"{change.name}{where} is over budget on the same recorded usage (both evals "
-                f"replayed it): {'; '.join(change.budget)}."
-            )
+        reasons += _case_reasons(change, comparison.baseline_dirty, strict, said)
     if comparison.significant_drop:
         low, high = comparison.ci95 or (None, None)
         interval = (
@@ -131,6 +126,28 @@ def gate(
     return bool(reasons), reasons
 
 
+def _case_reasons(
+    change: CaseChange, dirty_baseline: bool, strict: StrictXfail, said: Collection[Any]
+) -> list[str]:
+    """What fails the gate in one case: failing, a strict XPASS, over budget on the same
+    recorded usage."""
+    reasons = []
+    if (change.suite, change.case_id) not in said:
+        reason = _failing_reason(change, dirty_baseline=dirty_baseline)
+        if reason is not None:
+            reasons.append(reason)
+    now = change.current
+    if now is not None and now.xpassed_trials and strict.applies(change.suite):
+        reasons.append(xpass_reason(change.name, change.source))
+    if change.budget and change.same_recorded_usage:
+        where = f" ({change.source})" if change.source else ""
+        reasons.append(
+            f"{change.name}{where} is over budget on the same recorded usage (both evals "
+            f"replayed it): {'; '.join(change.budget)}."
+        )
+    return reasons
+
+
 def _changed_behaviour(cases: list[CaseChange]) -> list[CaseChange]:
     """Cases both evals ran whose trajectories differ, in the comparison's order."""
     return [c for c in cases if c.baseline is not None and c.current is not None and c.divergences]
@@ -147,19 +164,26 @@ def _change_reason(changed: list[CaseChange]) -> str:
 
 
 def _failing_reason(change: CaseChange, *, dirty_baseline: bool) -> str | None:
-    """Why this case fails the gate, or None: it passed in the baseline and fails now; or it
-    fails and nothing excuses it — no baseline has it, or the baseline that failed it too ran
-    uncommitted code (possibly this very change, evaluated before it was committed)."""
-    now = change.current
+    """Why this case fails the gate, or None: it passed in the baseline and fails (or could
+    not run) now; or it fails and nothing excuses it — no baseline has it, the baseline could
+    not run it either (an error excuses nothing: it says nothing of the code), or the baseline
+    that failed it too ran uncommitted code (possibly this very change, evaluated before it
+    was committed)."""
+    now, before = change.current, change.baseline
     if now is None or not now.trials or now.passed_trials == now.trials or change.flaky:
         return None
-    if change.kind == "newly_failing":
-        why = "passed in the baseline and fails now"
-    elif change.baseline is None:
-        why = "fails and is not in the baseline"
-    elif dirty_baseline and change.kind not in ("newly_passing",):
+    fails = "could not run now" if now.status == "error" else "fails now"
+    if before is None:
+        why = f"{fails.removesuffix(' now')} and is not in the baseline"
+    elif before.fraction == 1.0:
+        why = f"passed in the baseline and {fails}"
+    elif before.status == "error":
+        why = f"{fails}, and the baseline could not run it either"
+    elif not before.trials:
+        why = f"{fails}, and the baseline did not count it ({before.status})"
+    elif dirty_baseline:
         why = (
-            "fails now and failed in the baseline too, but the baseline ran uncommitted code, "
+            f"{fails} and failed in the baseline too, but the baseline ran uncommitted code, "
             "so that cannot excuse it"
         )
     else:

@@ -23,6 +23,7 @@ from agentbench.trace._json import dumps
 
 # Newly failing cases first: they are why a gate fails.
 KIND_ORDER = (
+    ("could_not_run", "Could not run now (not judged)"),
     ("newly_failing", "Newly failing"),
     ("xpassed", "XPASS: marked xfail, and passed"),
     ("score_changed", "Score changed"),

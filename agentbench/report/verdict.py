@@ -2,12 +2,13 @@
 
 The verdict is the one `agentbench run` or `agentbench gate` reached (`evals.verdict`, passed
 in as its `as_dict()`: passed, failed or error, with its reasons, basis, notes and exit code),
-so the banner says what the exit code says. A page made without one — a comparison alone, or
-an eval's report written later — shows the comparison's gate (`evals.gate`), else the rule
-`agentbench run` gates by when it has no baseline: every counted trial passes, with one reason
-per failing case. Below the reasons come the cases that need a look, worst first: newly
-failing, failing or erroring, unexpected passes (XPASS), flaky (trials or evals disagree),
-then budget and score regressions, each linking to its row in the case table.
+so the banner says what the exit code says. A page made without one — a comparison alone —
+shows the comparison's gate (`evals.gate`), else the verdict `agentbench run` reaches without
+a baseline (`evals.verdict.decide`: a trial that could not run is an error, a failing one a
+failure); `agentbench report` of a stored eval passes one in (`evals.own_verdict`). Below
+the reasons come the cases that need a look, worst first: newly failing, could not run,
+failing, unexpected passes (XPASS), flaky (trials or evals disagree), then budget and score
+regressions, each linking to its row in the case table.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentbench.evals.stats import Summary, TrialOutcome
+from agentbench.evals.verdict import GateRules, decide
 
 REASONS_SHOWN = 12  # more reasons are counted ("… and 30 more"), not listed
 # Cases listed under the banner; the rest are one click away (the table, "not passing"), and a
@@ -27,7 +29,7 @@ _REASON_CHARS = 240
 # What each kind of case is called in the banner, in the order they are listed.
 ATTENTION_KINDS = (
     ("newly_failing", "newly failing"),
-    ("error", "error"),
+    ("error", "could not run"),
     ("failed", "failing"),
     ("xpassed", "XPASS (unexpectedly passing)"),
     ("flaky", "flaky"),
@@ -137,14 +139,10 @@ def verdict_view(
         failed = bool(verdict.get("failed"))
         reasons = [str(r) for r in verdict.get("reasons") or ()]
         basis = f"compared with baseline {comparison.get('baseline_eval')}"
-    else:
-        failed = summary.failed > 0 or summary.errors > 0
-        reasons = [
-            f"{a.suite}/{a.case_id}{f' ({a.source})' if a.source else ''} {a.title}: {a.reason}"
-            for a in attention
-            if a.kind in ("failed", "error")
-        ]
-        basis = "no baseline compared: every counted trial must pass"
+    else:  # the rule without a baseline, as `run` reaches it (`evals.verdict.decide`)
+        alone = decide(summary, outcomes, rules=GateRules())
+        status, failed, reasons = alone.status, not alone.passed, alone.reasons
+        basis, exit_code = alone.basis, alone.exit_code
     return VerdictView(
         failed=failed,
         basis=basis,
