@@ -34,6 +34,7 @@ from agentbench.errors import UsageError
 from agentbench.evals.baseline import find_baseline
 from agentbench.evals.compare import Comparison, compare_evals
 from agentbench.evals.compare_text import comparison_text
+from agentbench.evals.completion import completion_of
 from agentbench.evals.gate import StrictXfail
 from agentbench.evals.results_store import eval_config, keep_verdict
 from agentbench.evals.shards import Shard, ShardSet
@@ -90,6 +91,10 @@ def judge(
     shard of a CI matrix, `shard`: it is judged on its own trials)."""
     config = eval_config(store, result.eval_id)
     rules = GateRules(fail_under, fail_on_change, StrictXfail.of(strict_xfail, config))
+    # A stored eval that did not finish is an error, whatever else is said of it.
+    completion = completion_of(
+        store, result.eval_id, held=result.summary.trials, suite_errors=len(result.suite_errors)
+    )
     comparison: Comparison | None = None
     note: str | None = None
     failure: Exception | None = None
@@ -124,6 +129,7 @@ def judge(
         failure=failure,
         shards=ShardSet.of(config.get("shards")),
         part=shard,
+        completion=completion,
     )
 
 
@@ -154,8 +160,12 @@ def write_outputs(
     if junit is not None:
         attempt(lambda: write_junit(junit, result.outcomes, verdict=verdict))
         written.junit = junit.absolute()
+    # `--summary-md $GITHUB_STEP_SUMMARY` names the step summary itself: it is appended to
+    # once, and the earlier steps' summaries in it are kept.
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_md is not None:
-        attempt(lambda: write_summary_md(summary_md, result, comparison, verdict=verdict))
+        if not (step_summary and Path(step_summary).resolve() == summary_md.resolve()):
+            attempt(lambda: write_summary_md(summary_md, result, comparison, verdict=verdict))
         written.summary_md = summary_md.absolute()
     attempt(
         lambda: append_github_step_summary(markdown_summary(result, comparison, verdict=verdict))

@@ -1,7 +1,8 @@
 """The one verdict on an eval: passed, failed or error, the reasons, and the exit code.
 
 `decide` reaches it once, from everything that can decide it, worst first: suites that could
-not be loaded (an error, exit 2), a comparison that could not be made (exit 2 or 3), trials
+not be loaded (an error, exit 2), a comparison that could not be made (exit 2 or 3), an eval
+that did not finish or lacks trials it planned (exit 3, naming the `--resume` command), trials
 that could not run (an error, exit 3; `--fail-under` counts them as failures instead, and a
 note says so, except a trial whose live model failed: an outage is never the code's), then
 the gate — the shards the eval lacks, and the baseline comparison's gate (`evals.gate`) or,
@@ -13,6 +14,7 @@ output renders this object and none re-derives it: the terminal's `gate: …` li
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ from agentbench.evals.gate import StrictXfail, clip, gate, xpass_reason
 
 if TYPE_CHECKING:
     from agentbench.evals.compare import Comparison
+    from agentbench.evals.completion import Completion
     from agentbench.evals.shards import Shard, ShardSet
     from agentbench.evals.stats import Summary, TrialOutcome
 
@@ -108,28 +111,40 @@ def decide(
     failure: Exception | None = None,
     shards: ShardSet | None = None,
     part: Shard | None = None,
+    completion: Completion | None = None,
 ) -> Verdict:
     """The verdict on an eval (see the module docstring). `part` is the shard `run --shard`
     ran: its own trials are judged, by the rule without a baseline, and the verdict says so;
-    `shards` are the shards a stored eval holds (`gate`), partial ones failing it."""
+    `shards` are the shards a stored eval holds (`gate`), partial ones failing it;
+    `completion` what it planned against what it holds, an unfinished eval being an error."""
     seen = _Seen.of(outcomes, rules.strict_xfail)
     errors = [f"suite error: {clip(error)}" for error in suite_errors]
     if failure is not None:
         errors.append(f"the comparison with the baseline could not be made: {one_line(failure)}")
+    unfinished = completion.problem() if completion is not None else None
+    if unfinished is not None:
+        errors.append(unfinished)
     notes = [baseline_note] if baseline_note else []
     if rules.fail_under is None:
-        infra = seen.errors
+        infra, said = seen.errors, seen.keys["errors"]
     else:
         # --fail-under counts a trial that could not run as a failure of the rate, and says
         # so; an outage of the live model is never the code's, so it stays an error.
-        infra = seen.outages
+        infra, said = seen.outages, seen.keys["outages"]
         if seen.counted_errors:
             notes.append(_counted_errors_note(seen.counted_errors))
     reasons = errors + infra
     if shards is not None and part is None:
         reasons += [f"The eval is partial: {problem}." for problem in shards.problems()]
     if comparison is not None:
-        reasons += comparison.gate_reasons
+        # The comparison's gate, but for the cases named above as errors already.
+        reasons += gate(
+            comparison,
+            fail_under=rules.fail_under,
+            fail_on_change=rules.fail_on_change,
+            strict_xfail=rules.strict_xfail,
+            said=said,
+        )[1]
     elif rules.fail_under is not None:
         reasons += gate(None, fail_under=rules.fail_under, current_pass_rate=summary.pass_rate)[1]
         reasons += seen.strict_xpasses
@@ -139,7 +154,7 @@ def decide(
         status, code = ERROR, EXIT_USAGE
     elif failure is not None:
         status, code = ERROR, EXIT_USAGE if isinstance(failure, UsageError) else EXIT_INFRA
-    elif infra:
+    elif infra or unfinished:
         status, code = ERROR, EXIT_INFRA
     else:
         status, code = (FAILED, EXIT_GATE) if reasons else (PASSED, EXIT_OK)
@@ -195,18 +210,18 @@ class _Seen:
     outages: list[str] = field(default_factory=list)
     counted_errors: list[str] = field(default_factory=list)
     strict_xpasses: list[str] = field(default_factory=list)
+    keys: dict[str, set[tuple[str, str]]] = field(default_factory=lambda: defaultdict(set))
 
     @classmethod
     def of(cls, outcomes: Iterable[TrialOutcome], strict: StrictXfail) -> _Seen:
         seen = cls()
         counts = dict.fromkeys(("failing", "errors", "outages", "counted_errors"), 0)
         counts["strict_xpasses"] = 0
-        named: set[tuple[str, tuple[str, str]]] = set()
         for outcome in outcomes:
             for kind in _kinds(outcome, strict):
-                if (kind, outcome.key) in named:
+                if outcome.key in seen.keys[kind]:
                     continue
-                named.add((kind, outcome.key))
+                seen.keys[kind].add(outcome.key)
                 counts[kind] += 1
                 if counts[kind] <= MAX_REASONS:
                     getattr(seen, kind).append(_sentence(kind, outcome))

@@ -32,6 +32,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from agentbench._version import __version__
+from agentbench.evals.own_verdict import own_verdict
 from agentbench.report.comparison import comparison_view
 from agentbench.report.embed import content_security_policy
 from agentbench.report.loading import load_eval, trial_runs
@@ -147,12 +148,15 @@ def _report_pieces(
     """One eval's report in pieces; the traces are read as the details are made. The eval
     is looked up now, so an unknown one is said before anything is written."""
     data = load_eval(store, eval_id, traces=False)
-    if gate is None and comparison is None and data.verdict is not None:
-        # A report made later opens with the verdict the eval was last judged with.
-        kept = data.verdict
-        when = f" at {kept['judged_at']}" if kept.get("judged_at") else ""
-        note = f"this is the verdict `agentbench run` or `agentbench gate` reached{when}"
-        gate = {**kept, "notes": [*kept.get("notes", ()), note]}
+    if gate is None and comparison is None:
+        if data.verdict is not None and data.status == "finished":
+            # A report made later opens with the verdict the eval was last judged with.
+            kept = data.verdict
+            when = f" at {kept['judged_at']}" if kept.get("judged_at") else ""
+            note = f"this is the verdict `agentbench run` or `agentbench gate` reached{when}"
+            gate = {**kept, "notes": [*kept.get("notes", ()), note]}
+        else:  # none kept, or the eval was restarted since: judged as `gate` would, alone
+            gate = own_verdict(store, eval_id, data.outcomes).as_dict()
     context = {
         "comparison": comparison_view(comparison) if comparison is not None else None,
         **page_context(data, comparison, gate),
