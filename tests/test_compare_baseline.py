@@ -59,18 +59,26 @@ def add_eval(
     filters: list[str] | None = None,
     shards: list[str] | None = None,
     suite_errors: list[str] | None = None,
+    config: dict[str, object] | None = None,
+    summary: dict[str, object] | None = None,
 ) -> None:
-    """An eval row; with `cases` (per suite), the summary and config a run stores."""
-    config = summary = None
+    """An eval row; with `cases` (per suite), the summary and config a run stores (`config`
+    and `summary` add to them)."""
+    config_text = summary_text = None
     if cases is not None:
-        config = orjson.dumps({"filters": filters or [], "shards": shards}).decode()
+        kept = {"filters": filters or [], "shards": shards, **(config or {})}
+        config_text = orjson.dumps(kept).decode()
         by_suite = {name: {"cases": count} for name, count in cases.items()}
-        summary = orjson.dumps({"by_suite": by_suite, "suite_errors": suite_errors or []}).decode()
+        numbers = {"by_suite": by_suite, "suite_errors": suite_errors or [], **(summary or {})}
+        summary_text = orjson.dumps(numbers).decode()
     with store.writing() as conn:
         conn.execute(
             "INSERT INTO evals (eval_id, suite, started_at, status, code_version, config, summary) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [eval_id, suite, T0 + timedelta(minutes=minutes), status, version, config, summary],
+            [
+                *(eval_id, suite, T0 + timedelta(minutes=minutes), status, version),
+                *(config_text, summary_text),
+            ],
         )
 
 
@@ -200,8 +208,7 @@ def test_an_automatic_baseline_is_never_a_smaller_part_of_the_work(
     # the whole eval, though one case fewer than now (a case was added): still the baseline
     assert found.eval_id == "eval_whole"
     assert (
-        "passed over eval_one (filtered (--filter status-prod-eu): 1 case(s) against this "
-        "eval's 15), and 2 more partial eval(s)"
+        "passed over eval_one (it ran 1 of this eval's 2 suites, not brakes), and 2 more eval(s)"
     ) in found.note
     assert "name one with --baseline EVAL_ID to use it anyway" in found.note
 
@@ -238,7 +245,76 @@ def test_an_explicit_partial_baseline_is_used_with_a_note(partial_store: TraceSt
     found = find_baseline(partial_store, "eval_one", current_eval_id="eval_current")
     assert found.eval_id == "eval_one"
     assert found.note == (
-        "baseline eval_one (named on the command line); it is partial — filtered (--filter "
+        "baseline eval_one (named on the command line); it ran 1 of this eval's 2 suites, not "
+        "brakes; it is partial — filtered (--filter "
         "status-prod-eu), 1 case(s) against this eval's 15: only the cases both evals ran are "
         "compared, and the pass rates are over those"
     )
+
+
+def test_an_unfinished_eval_or_one_of_the_other_mode_is_never_found(tmp_path: Path, repo) -> None:
+    store = TraceStore(tmp_path / "modes.duckdb")
+    a1, b = repo["a1"], repo["b"]
+    sre = {"sre": 14}
+    add_eval(store, "eval_replayed", a1, 1, suite="sre", cases=sre)
+    # newer, of the same commit: a killed eval, a live one (an outage errs every case), and
+    # one that finished without trials it planned
+    add_eval(store, "eval_killed", a1, 2, suite="sre", status="running", cases={"sre": 5})
+    add_eval(store, "eval_live", a1, 3, suite="sre", cases=sre, config={"live": True},
+             summary={"trials": 14, "errors": 14})  # fmt: skip
+    add_eval(store, "eval_lost", a1, 4, suite="sre", cases={"sre": 9},
+             config={"planned_trials": {"all": 14}}, summary={"trials": 9})  # fmt: skip
+    add_eval(store, "eval_now", b, 5, suite="sre", cases=sre)
+    for spec in (None, "latest", "git:main"):
+        found = find_baseline(store, spec, current_eval_id="eval_now", repo=repo["path"])
+        assert found.eval_id == "eval_replayed", spec
+        assert (
+            "passed over eval_lost (5 of its 14 planned trials have no result: 9 case(s) "
+            "against this eval's 14), and 2 more eval(s)"
+        ) in found.note
+    named = find_baseline(store, "eval_live", current_eval_id="eval_now")
+    assert "(named on the command line); a live eval, and this one is replayed" in named.note
+    # a live run is judged against live evals only, and is told of what could not run there
+    add_eval(store, "eval_live_now", b, 6, suite="sre", cases=sre, config={"live": True})
+    found = find_baseline(store, "latest", current_eval_id="eval_live_now")
+    assert found.eval_id == "eval_live"
+    assert "; 14 of its trials could not run: they excuse no case that fails now" in found.note
+    assert "passed over eval_now (a replayed eval, and this one is live)" in found.note
+    # named, it is used as asked, and the note says what it is
+    named = find_baseline(store, "eval_killed", current_eval_id="eval_now")
+    assert named.eval_id == "eval_killed" and "it did not finish" in named.note
+
+
+def test_an_eval_that_left_out_a_suite_its_commit_has_is_not_the_baseline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "suites-repo"
+    folder.mkdir()
+    monkeypatch.chdir(folder)  # suites are given as the command line had them: relative
+    git(folder, "init", "-q", "-b", "main")
+    (folder / "golden" / "sre").mkdir(parents=True)
+    (folder / "golden" / "sre" / "suite.yaml").write_text("name: sre\n")
+    git(folder, "add", "golden")
+    c1 = commit(folder, "sre")
+    (folder / "golden" / "cs").mkdir()
+    (folder / "golden" / "cs" / "suite.yaml").write_text("name: cs\n")
+    git(folder, "add", "golden")
+    c2 = commit(folder, "cs added")
+    git(folder, "checkout", "-q", "-b", "feature")
+    (folder / "golden" / "new").mkdir()  # a suite this branch adds, not committed yet
+    (folder / "golden" / "new" / "suite.yaml").write_text("name: new\n")
+    paths = {name: f"golden/{name}" for name in ("sre", "cs", "new")}
+    store = TraceStore(tmp_path / "suites.duckdb")
+    add_eval(store, "eval_c1", c1, 1, suite="sre", cases={"sre": 14})
+    add_eval(store, "eval_c2_one", c2, 3, suite="sre", cases={"sre": 14})
+    add_eval(store, "eval_now", f"{c2}+dirty", 4, suite="sre,cs,new",
+             cases={"sre": 14, "cs": 10, "new": 2}, config={"suites": paths})  # fmt: skip
+    # c2 has cs and was evaluated only in part: its ancestor c1, which had no cs, is next
+    found = find_baseline(store, None, current_eval_id="eval_now", repo=folder)
+    assert found.eval_id == "eval_c1" and "1 commit(s) before it" in found.note
+    assert "passed over eval_c2_one (it ran 1 of this eval's 3 suites, not cs)" in found.note
+    # a whole eval of c2 is the baseline, though it has no `new`: c2 had none
+    add_eval(store, "eval_c2_whole", c2, 2, suite="sre,cs", cases={"sre": 14, "cs": 10})
+    found = find_baseline(store, None, current_eval_id="eval_now", repo=folder)
+    assert found.eval_id == "eval_c2_whole"
+    assert "passed over eval_c2_one (it ran 1 of this eval's 3 suites, not cs)" in found.note

@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from agentbench.errors import UsageError
+from agentbench.evals.completion import planned_trials
 from agentbench.evals.shards import ShardSet
 
 MAX_WALK = 50
@@ -53,6 +54,11 @@ class StoredEval:
     shards: ShardSet = field(default_factory=ShardSet)  # the shards of a CI matrix it holds, if any
     suite_errors: int = 0  # suites that could not be loaded
     cases: tuple[tuple[str, int], ...] | None = None  # cases per suite (None: not known)
+    live: bool = False  # called the live model (--live) rather than replaying
+    planned: int | None = None  # trials it planned (None: not kept)
+    trials: int | None = None  # trials it holds a result for (None: not known)
+    errors: int = 0  # of those, trials that could not run
+    paths: tuple[tuple[str, str], ...] = ()  # (suite, the path it was run from)
 
     @property
     def commit(self) -> str | None:
@@ -77,7 +83,14 @@ class StoredEval:
             )
         if self.suite_errors:
             found.append(f"{self.suite_errors} suite(s) could not be loaded")
+        elif self.planned is not None and self.trials is not None and self.trials < self.planned:
+            lost = self.planned - self.trials
+            found.append(f"{lost} of its {self.planned} planned trials have no result")
         return found
+
+    @property
+    def mode(self) -> str:
+        return "live" if self.live else "replayed"
 
     def cases_in(self, suites: frozenset[str]) -> int | None:
         if self.cases is None:
@@ -113,6 +126,7 @@ def _stored_eval(
         isinstance(n, dict) and isinstance(n.get("cases"), int) for n in by_suite.values()
     ):
         cases = tuple(sorted((name, numbers["cases"]) for name, numbers in by_suite.items()))
+    paths = config.get("suites")
     return StoredEval(
         eval_id,
         frozenset(suite.split(",")),
@@ -123,6 +137,13 @@ def _stored_eval(
         shards=ShardSet.of(config.get("shards")),
         suite_errors=len(summary.get("suite_errors") or ()),
         cases=cases,
+        live=config.get("live") is True,
+        planned=planned_trials(config),
+        trials=summary.get("trials") if isinstance(summary.get("trials"), int) else None,
+        errors=summary.get("errors") if isinstance(summary.get("errors"), int) else 0,
+        paths=tuple(sorted((str(n), str(p)) for n, p in paths.items()))
+        if isinstance(paths, dict)
+        else (),
     )
 
 
@@ -206,49 +227,61 @@ def find_baseline(
     cwd = repo or Path.cwd()
     evals = stored_evals(store)
     current = next((e for e in evals if e.eval_id == current_eval_id), None)
+    suites = _SuitesAt(current, cwd)
+    if spec is not None and spec != "latest" and not spec.startswith("git:"):
+        return _with_errors(_named(store, spec, current_eval_id, current, suites), evals)
     sharing = [
         e
         for e in evals
-        if e.finished
-        and e.eval_id != current_eval_id
-        and (current is None or e.suites & current.suites)
+        if e.eval_id != current_eval_id and (current is None or e.suites & current.suites)
     ]
-    small = {e.eval_id: why for e in sharing if (why := _too_small(e, current)) is not None}
-    candidates = [e for e in sharing if e.eval_id not in small]
-    passed_over = [e for e in sharing if e.eval_id in small]
+    unfit = {e.eval_id: why for e in sharing if (why := _unfit(e, current, suites)) is not None}
+    candidates = [e for e in sharing if e.eval_id not in unfit]
+    passed_over = [e for e in sharing if e.eval_id in unfit]
     if spec is None:
         found, walked = _merge_base(candidates, cwd)
         skipped = [e for e in passed_over if e.commit in walked]
-        return _passing_over(found, skipped, small)
-    if spec == "latest":
-        if not candidates:
-            none = Baseline(None, "no baseline: no other finished eval of these suites")
-            return _passing_over(none, passed_over, small)
-        found = candidates[0]
-        chosen = Baseline(found.eval_id, f"baseline {found.eval_id} (latest{_state(found)})")
-        return _passing_over(
-            chosen, [e for e in passed_over if e.started_at > found.started_at], small
+    elif spec == "latest":
+        newest = next(iter(candidates), None)
+        found = (
+            Baseline(newest.eval_id, f"baseline {newest.eval_id} (latest{_state(newest)})")
+            if newest is not None
+            else Baseline(None, "no baseline: no other finished eval of these suites")
         )
-    if spec.startswith("git:"):
+        skipped = [e for e in passed_over if newest is None or e.started_at > newest.started_at]
+    else:
         ref = spec.removeprefix("git:")
         sha = resolve_commit(ref, cwd)
-        of_commit = [e for e in candidates if e.commit == sha]
-        found = _cleanest(of_commit)
+        chosen = _cleanest([e for e in candidates if e.commit == sha])
+        found = (
+            Baseline(chosen.eval_id, f"baseline {chosen.eval_id} ({ref}{_state(chosen)})")
+            if chosen is not None
+            else Baseline(None, f"no baseline: no finished eval of {ref} ({sha[:12]})")
+        )
         skipped = [e for e in passed_over if e.commit == sha]
-        if found is None:
-            none = Baseline(None, f"no baseline: no finished eval of {ref} ({sha[:12]})")
-            return _passing_over(none, skipped, small)
-        chosen = Baseline(found.eval_id, f"baseline {found.eval_id} ({ref}{_state(found)})")
-        return _passing_over(chosen, skipped, small)
+    return _with_errors(_passing_over(found, skipped, unfit), evals)
+
+
+def _named(
+    store: Any,
+    spec: str,
+    current_eval_id: str,
+    current: StoredEval | None,
+    suites: _SuitesAt,
+) -> Baseline:
+    """An explicit `--baseline EVAL_ID`: used as asked, the note saying what it lacks."""
     if spec == current_eval_id:
         raise UsageError(f"--baseline {spec}: that is the current eval")
-    named = next((e for e in evals if e.eval_id == spec), None)
+    named = next((e for e in stored_evals(store) if e.eval_id == spec), None)
     if named is None:
         raise UsageError(
             f"--baseline {spec!r}: no such eval in {store.path} "
             "(expected an eval id, 'latest' or 'git:REF')"
         )
     note = f"baseline {spec} (named on the command line)"
+    caveat = _unlike(named, current, suites)
+    if caveat is not None:
+        note += f"; {caveat}"
     if named.partial():
         shared = named.suites & current.suites if current is not None else named.suites
         have = named.cases_in(shared)
@@ -261,17 +294,102 @@ def find_baseline(
     return Baseline(spec, note)
 
 
+def _unlike(candidate: StoredEval, current: StoredEval | None, suites: _SuitesAt) -> str | None:
+    """Why `candidate` is not like for like with `current`, beyond being partial: it did not
+    finish, it ran the other way (live or replayed), or it lacks some of its suites."""
+    if not candidate.finished:
+        return "it did not finish"
+    if current is None:
+        return None
+    if candidate.live != current.live:
+        return f"a {candidate.mode} eval, and this one is {current.mode}"
+    lacking = suites.lacking(candidate)
+    if lacking:
+        ran = len(candidate.suites & current.suites)
+        return f"it ran {ran} of this eval's {len(current.suites)} suites, not {', '.join(lacking)}"
+    return None
+
+
+def _unfit(candidate: StoredEval, current: StoredEval | None, suites: _SuitesAt) -> str | None:
+    """Why `candidate` cannot be found as `current`'s baseline, or None: an automatic baseline
+    is a finished eval, of the same mode (a live eval's cases say nothing of a replayed run's,
+    and an outage errs every one of them), that ran every suite of the current eval its
+    commit had, and is no smaller a part of the work."""
+    return _unlike(candidate, current, suites) or _too_small(candidate, current)
+
+
+class _SuitesAt:
+    """Which of the current eval's suites a commit has (`git ls-tree` of the folders it ran
+    them from), so an eval that left one out is told from one made before it was added.
+    Where that cannot be told (no git, no commit, a folder outside the checkout), a suite
+    left out counts as left out."""
+
+    def __init__(self, current: StoredEval | None, repo: Path) -> None:
+        self.current = current
+        self.repo = repo
+        self.folders = {
+            name: found
+            for name, path in (current.paths if current is not None else ())
+            if (found := _in_checkout(path, repo)) is not None
+        }
+        self.seen: dict[str, set[str] | None] = {}
+
+    def lacking(self, candidate: StoredEval) -> list[str]:
+        """The current eval's suites `candidate` did not run though its commit has them."""
+        if self.current is None:
+            return []
+        missing = sorted(self.current.suites - candidate.suites)
+        if not missing:
+            return []
+        present = self._present(candidate.commit)
+        return [
+            name
+            for name in missing
+            if present is None or name not in self.folders or self.folders[name] in present
+        ]
+
+    def _present(self, commit: str | None) -> set[str] | None:
+        if commit is None or not self.folders:
+            return None
+        if commit not in self.seen:
+            folders = list(self.folders.values())
+            listed = git(["ls-tree", "--name-only", commit, "--", *folders], self.repo)
+            self.seen[commit] = set(listed.splitlines()) if listed is not None else None
+        return self.seen[commit]
+
+
+def _in_checkout(path: str, repo: Path) -> str | None:
+    """`path` (as the eval was run with it) relative to the checkout's root, if it is in it."""
+    given = Path(path)
+    for place in (given,) if given.is_absolute() else (Path.cwd() / given, repo / given):
+        if place.exists() and place.resolve().is_relative_to(repo.resolve()):
+            return place.resolve().relative_to(repo.resolve()).as_posix()
+    return None
+
+
+def _with_errors(found: Baseline, evals: list[StoredEval]) -> Baseline:
+    """The note, saying when the chosen baseline has trials that could not run."""
+    chosen = next((e for e in evals if e.eval_id == found.eval_id), None)
+    if chosen is None or not chosen.errors:
+        return found
+    return Baseline(
+        found.eval_id,
+        f"{found.note}; {chosen.errors} of its trials could not run: they excuse no case that "
+        "fails now",
+    )
+
+
 def _passing_over(found: Baseline, skipped: list[StoredEval], why: dict[str, str]) -> Baseline:
-    """The note, saying which partial evals were not taken as the baseline (the newest)."""
+    """The note, saying which evals were not taken as the baseline (the newest)."""
     if not skipped:
         return found
     first = skipped[0]
-    more = f", and {len(skipped) - 1} more partial eval(s)" if len(skipped) > 1 else ""
+    more = f", and {len(skipped) - 1} more eval(s)" if len(skipped) > 1 else ""
     return Baseline(
         found.eval_id,
-        f"{found.note}; passed over {first.eval_id} ({why[first.eval_id]}){more}: a baseline is "
-        "never a smaller part of the work than the eval it judges (name one with --baseline "
-        "EVAL_ID to use it anyway)",
+        f"{found.note}; passed over {first.eval_id} ({why[first.eval_id]}){more}: a baseline "
+        "found on its own is a finished eval, live or replayed as this one, and never a "
+        "smaller part of the work (name one with --baseline EVAL_ID to use it anyway)",
     )
 
 
