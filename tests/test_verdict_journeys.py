@@ -1,19 +1,27 @@
 """One verdict, everywhere: each path a gate can take, through the real CLI, and every output.
 
 For each path — a pass and a regression against a baseline, no baseline at all, a suite that
-cannot be imported, an expected failure that passes under --strict-xfail, `--resume`,
-`--against`, one shard run on its own, a merged eval lacking a shard, an unmerged shard's
-store gated — the command runs twice on identical copies of one checkout: once as a person
-reads it (terminal, JUnit, --summary-md, $GITHUB_STEP_SUMMARY, the HTML report), once with
---json. All six outputs and the exit code must say the same thing: the same status
-(passed, failed, error), and the reason that decided it in each of them.
+cannot be imported, an expected failure that passes under --strict-xfail, an eval killed
+before it finished (gated, reported, resumed), `--resume`, `--against`, one shard run on its
+own, a merged eval lacking a shard, an unmerged shard's store gated, a case that could not
+run, a live eval in an outage and a one-suite eval that must not be the baseline — the
+command runs twice on identical copies of one checkout: once as a person reads it (terminal,
+JUnit, --summary-md, $GITHUB_STEP_SUMMARY, the HTML report), once with --json. All six outputs
+and the exit code must say the same thing: the same status (passed, failed, error), and the
+reason that decided it in each of them.
 """
 
 from __future__ import annotations
 
 import html
+import os
 import re
+import shlex
 import shutil
+import signal
+import socket
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +40,21 @@ BROKEN_IMPORT = (
     edit(
         "from agentbench import", "raise RuntimeError('broken on purpose')\nfrom agentbench import"
     ),
+)
+# The process kills itself (as a CI job killed mid-eval) when its agent first reads latencies:
+# the 5th of the suite's 14 trials, run one at a time.
+KILL_SWITCH = (
+    edit("from __future__ import annotations\n",
+         "from __future__ import annotations\n\nimport os\nimport signal\n"),
+    edit("    values = LATENCIES_MS.get(service)\n",
+         '    if os.environ.get("KILL_AT_LATENCIES"):\n'
+         "        os.kill(os.getpid(), signal.SIGKILL)\n"
+         "    values = LATENCIES_MS.get(service)\n"),
+)  # fmt: skip
+PLANNED = 14  # the sre suite's trials
+UNFINISHED = re.compile(
+    r"The eval did not finish \(it was killed or interrupted, or is still running\): (\d+) of "
+    r"its 14 planned trials have no result; run the rest with `([^`]+)`\."
 )
 HEADINGS = {"passed": "✅ passed", "failed": "❌ gate failed", "error": "⛔ error"}
 TERMINAL = {"passed": "gate: passed (", "failed": "gate: FAILED", "error": "gate: ERROR (exit "}
@@ -195,15 +218,61 @@ def test_an_xpass_under_strict_xfail(work: Path, monkeypatch: pytest.MonkeyPatch
     assert lax.code == 0 and "XPASS, passed unexpectedly (reported;" in lax.out
     seen = observe(work, monkeypatch, "run", f"golden/{SUITE}", "--strict-xfail")
     agree(seen, "failed", 1, "sre/forecast-not-available", "(XPASS, strict)")
-    assert "XPASS: marked xfail, and passed (gating with --strict-xfail" in seen.out
+    assert "XPASS: marked xfail, and passed (gating in a suite with strict_xfail: true" in seen.out
+
+
+def killed_run(work: Path, *args: str) -> None:
+    """`agentbench run` of the suite in a process of its own, killed part way (KILL_SWITCH)."""
+    environment = {k: v for k, v in os.environ.items() if k != "AGENTBENCH_DB"}
+    done = subprocess.run(
+        [sys.executable, "-m", "agentbench", "run", f"golden/{SUITE}", "--concurrency", "1",
+         "--no-report", *args],
+        cwd=work, env={**environment, "KILL_AT_LATENCIES": "1"}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == -signal.SIGKILL, done.stdout + done.stderr
+
+
+def test_an_eval_that_did_not_finish(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    apply(work, SUITE, KILL_SWITCH)
+    git(work, "commit", "-qam", "a kill switch")  # a resumed eval is one version of the code
+    killed_run(work)
+    # reported before anything judged it: no verdict was kept, and the page does not pass it
+    later = agentbench(work, "report", "latest", "--report-dir", "out/later")
+    assert later.code == 0, later.err
+    banner = " ".join(_banner(Path(later.out.strip().rsplit(": ", 1)[1])).split())
+    assert "Gate ERROR" in banner and "exit code 3" in banner and UNFINISHED.search(banner)
+    assert "no verdict was kept with this eval" in banner
+    seen = observe(work, monkeypatch, "gate", "latest")
+    agree(seen, "error", 3, "The eval did not finish", "planned trials have no result",
+          "--resume eval_")  # fmt: skip
+    found = UNFINISHED.search(seen.terminal)
+    assert found, seen.terminal
+    held = int(re.search(r"^eval \S+: \d+ cases, (\d+) trials", seen.out, re.MULTILINE)[1])
+    assert int(found[1]) == PLANNED - held and 0 < held < PLANNED
+    command = shlex.split(found[2])
+    eval_id = command[command.index("--resume") + 1]
+    # resumed, it runs the selection it started with, or nothing
+    for option, said in (
+        (("--filter", "status-*"), "it ran with no --filter; this is --filter 'status-*'"),
+        (("--trials", "2"), "it ran with no --trials (each suite's own); this is --trials 2"),
+    ):
+        refused = agentbench(work, "run", f"golden/{SUITE}", "--resume", eval_id, *option)
+        assert refused.code == 2 and f"--resume {eval_id}: {said} (" in refused.err, refused.err
+    # never the baseline found on its own
+    fresh = agentbench(work, "run", f"golden/{SUITE}", "--no-report")
+    assert fresh.code == 0 and f"passed over {eval_id} (it did not finish)" in fresh.out
+    # the command the verdict named runs the rest: one eval of every planned trial, passing
+    done = agentbench(work, *command[1:], "--no-report")
+    assert done.code == 0 and f"{held} resumed" in done.out, done.out + done.err
+    gated = agentbench(work, "gate", eval_id, "--no-report")
+    assert gated.code == 0 and f"eval {eval_id}: {PLANNED} cases, {PLANNED} trials" in gated.out
 
 
 def test_a_resumed_eval(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    apply(work, SUITE, REGRESSION)
+    apply(work, SUITE, (*REGRESSION, *KILL_SWITCH))
     git(work, "commit", "-qam", "regression")  # a resumed eval is one version of the code
-    part = agentbench(work, "run", f"golden/{SUITE}", "--filter", "status-*", "--eval-id",
-                      "eval_resumable", "--no-report")  # fmt: skip
-    assert part.code in (0, 1), part.err
+    killed_run(work, "--eval-id", "eval_resumable")
     seen = observe(work, monkeypatch, "run", f"golden/{SUITE}", "--resume", "eval_resumable")
     agree(seen, "failed", 1, "passed in the baseline and fails now")
     assert "resumed" in seen.out
@@ -233,6 +302,11 @@ def test_a_merged_eval_lacking_a_shard(work: Path, monkeypatch: pytest.MonkeyPat
         assert done.code == 0, done.err
     merged = agentbench(work, "merge", "s1.duckdb", "s3.duckdb", "--into", "m.duckdb")
     assert merged.code == 0 and "missing 2/3" in merged.out
+    # reported before it is gated (a merge drops the shards' verdicts): not "Gate passed"
+    later = agentbench(work, "report", "latest", "--db", "m.duckdb", "--report-dir", "out/later")
+    assert later.code == 0, later.err
+    banner = " ".join(_banner(Path(later.out.strip().rsplit(": ", 1)[1])).split())
+    assert "Gate FAILED" in banner and "it lacks shard(s) 2/3 (it holds 1/3, 3/3)" in banner
     seen = observe(work, monkeypatch, "gate", "latest", "--db", "m.duckdb")
     agree(seen, "failed", 1, "The eval is partial: it lacks shard(s) 2/3 (it holds 1/3, 3/3)")
 
@@ -258,3 +332,75 @@ def test_no_runnable_suite_still_says_the_verdict(work: Path) -> None:
     ran = agentbench(work, "run", "golden/bad")
     assert ran.code == 2
     assert "gate: ERROR (exit 2)\n  - suite error: suite golden/bad" in ran.err, ran.err
+
+
+def test_a_case_that_could_not_run_is_not_called_failing(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (work / "replays" / SUITE / "status-prod-eu.yaml").unlink()  # it passed in the baseline
+    seen = observe(work, monkeypatch, "run", f"golden/{SUITE}")
+    gone = "sre/status-prod-eu (golden/sre/cases/status.yaml:2) could not run (trial 1)"
+    agree(seen, "error", 3, gone)
+    reasons = " ".join(seen.verdict["reasons"])
+    for text in (seen.out, reasons, seen.junit_text, seen.summary_md, seen.banner):
+        assert "fails now" not in text and "regressed" not in text, text
+    assert reasons.count("sre/status-prod-eu (") == 1  # said once, as an error
+    assert "\ncould not run (1):\n  sre/status-prod-eu trial 1" in seen.out
+    assert "\nfailing (" not in seen.out
+    assert re.search(r"suite +cases +passed +failed +errors +xfail", seen.out), seen.out
+    assert "could not run now (not judged) (1):" in seen.out  # the comparison's word
+    assert "### Could not run (1)" in seen.summary_md and "### Failing" not in seen.summary_md
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_live_outage_is_never_the_baseline(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dead = f"http://127.0.0.1:{closed_port()}/v1"
+    outage = agentbench(work, "run", f"golden/{SUITE}", "--live", "--base-url", dead, "--model",
+                        "m", "--concurrency", "16", "--fail-under", "0", "--no-report")  # fmt: skip
+    # --fail-under 0 does not absorb it: the live model failed, so nothing was judged
+    assert outage.code == 3, outage.out + outage.err
+    assert "gate: ERROR (exit 3)\n  - sre/" in outage.out and "the live model failed" in outage.out
+    live = re.search(r"^eval (\S+):", outage.out, re.MULTILINE)[1]
+    apply(work, SUITE, REGRESSION)
+    seen = observe(work, monkeypatch, "run", f"golden/{SUITE}")
+    # judged against the replayed baseline, never against the cases the outage could not run
+    agree(seen, "failed", 1, "passed in the baseline and fails now")
+    assert f"passed over {live} (a live eval, and this one is replayed)" in seen.out
+
+
+def test_a_one_suite_eval_is_not_the_baseline_of_two(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = "customer_service"
+    shutil.copytree(ROOT / "golden" / other, work / "golden" / other, ignore=_generated)
+    shutil.copytree(ROOT / "replays" / other, work / "replays" / other)
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "a second suite")
+    whole = agentbench(work, "run", "golden/", "--no-report")
+    assert whole.code == 0, whole.out + whole.err
+    one = agentbench(work, "run", f"golden/{SUITE}", "--no-report")  # newer, of the same code
+    assert one.code == 0, one.out + one.err
+    one_id = re.search(r"^eval (\S+):", one.out, re.MULTILINE)[1]
+    apply(work, other, (edit('"A17": {"total": 42.5', '"A17": {"total": 45.0'),))
+    seen = observe(work, monkeypatch, "run", "golden/")
+    agree(seen, "failed", 1, "customer_service/refund", "passed in the baseline and fails now")
+    assert f"passed over {one_id} (it ran 1 of this eval's 2 suites, not {other})" in seen.out
+
+
+def test_summary_md_naming_the_step_summary_writes_it_once(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    step = work / "out" / "step.md"
+    step.parent.mkdir()
+    step.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    ran = agentbench(work, "run", f"golden/{SUITE}", "--no-report", "--summary-md", "out/step.md")
+    assert ran.code == 0, ran.out + ran.err
+    text = step.read_text()
+    assert text.startswith("earlier step\n## agentbench: ✅ passed\n")
+    assert text.count("## agentbench") == 1
