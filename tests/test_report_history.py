@@ -194,6 +194,20 @@ def test_with_reports_writes_the_missing_eval_reports(history_store: SimpleNames
     assert 'href="../eval_1/index.html"' in page
 
 
+def test_a_case_that_could_not_run_is_no_regression(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path / "traces.duckdb")
+    record(store, "eval_a", "a" * 40, 0, {"disk": ["passed"], "cpu": ["failed"]})
+    record(store, "eval_outage", "a" * 40, 1, {"disk": ["error"], "cpu": ["error"]})
+    record(store, "eval_c", "c" * 40, 2, {"disk": ["passed"], "cpu": ["passed"]})
+    found = load_history(store, repo=tmp_path)
+    outage = found.points[1]
+    assert (outage.errors, outage.regressions, outage.fixed) == (2, [], [])
+    # the fix is counted against the last result the case had, before the outage
+    assert [(m.case_id, m.before) for m in found.points[2].fixed] == [("cpu", "fail")]
+    assert found.flaky == []  # an outage is not a flip of the same commit's code
+    store.close()
+
+
 def test_evals_follow_the_commits_not_the_clock(tmp_path: Path) -> None:
     """Commits evaluated out of order (as bisect does) are shown in history order; an eval of
     a commit git does not know keeps its place in time."""

@@ -118,8 +118,10 @@ class _Case:
 
     @property
     def verdict(self) -> str | None:
-        """pass, fail, flaky (its trials disagree), or None (nothing counted)."""
-        counted = [s for s in self.statuses if s in COUNTED]
+        """pass, fail, flaky (its trials disagree), or None (nothing counted, or nothing that
+        ran: a trial that could not run — a missing cassette, a live outage — says nothing of
+        the code, so it is neither a regression nor a fix, nor a flip)."""
+        counted = [s for s in self.statuses if s in COUNTED and s != "error"]
         if not counted:
             return None
         passed = sum(s == "passed" for s in counted)
