@@ -4,7 +4,9 @@ For an eval that was not run in one go — the shards of a CI job matrix merged 
 `agentbench merge` — this is the step that compares it with its baseline, writes the JUnit,
 Markdown summary and HTML report, and exits as `run` would (0 passed, 1 gate failed, 2 a
 suite could not be loaded, 3 a case could not run). An eval that lacks some of its shards —
-merged from only some stores, or one shard's store not merged at all — fails, naming them.
+merged from only some stores, or one shard's store not merged at all — fails, naming them; one
+that did not finish (killed, interrupted, still running) is an error, exit 3, naming the
+trials it lacks and the `--resume` command that runs them (`evals.completion`).
 """
 
 from __future__ import annotations
