@@ -7,16 +7,22 @@ if that commit was never evaluated, its first-parent ancestors are tried, newest
 `MAX_WALK` commits — a PR is usually compared with the last evaluated commit of main. A clean
 eval is preferred to a dirty one — for `git:REF`, and over the whole walk for the default —
 since a dirty eval is not that commit's code; a dirty one is used only when no clean one
-exists, and the note says so. `latest` is the newest finished eval, clean or not.
+exists, and the note says so. `latest` is the newest eval that qualifies, clean or not.
 Candidates (except an explicit EVAL_ID) must share a suite with the current eval, so a baseline
-that ran other suites is not picked, and must not be a smaller part of the work than the current
-eval: a partial eval — filtered with `--filter`, one shard of a CI matrix (or a merge lacking
-some), or one that lost a suite to an error — is passed over when it holds fewer cases of the
-shared suites than the current eval does (a filtered eval with the current eval's very filters
-is a like-for-like baseline, and stays one). Otherwise a one-case `--filter` run would be the
-baseline of a whole eval, and its headline rate would compare one case with all of them. An
-explicit EVAL_ID is used as asked, and the note says when it is partial. No git, no main, no
-evaluated commit: no baseline (None), and `Baseline.note` says why, for the caller to print.
+that ran other suites is not picked; must be finished (a killed eval is part of the work); must
+be of the current eval's mode, live or replayed (a live eval in an outage errs every case, and
+a live model's answers say nothing of a replay's); must have run every suite of the current
+eval that its commit has (`git ls-tree` of the folders the current eval ran them from: a suite
+added since is no reason to pass it over, one left out is); and must not be a smaller part of
+the work than the current eval: a partial eval — filtered with `--filter`, one shard of a CI
+matrix (or a merge lacking some), one that lost a suite to an error or trials it planned — is
+passed over when it holds fewer cases of the shared suites than the current eval does (a
+filtered eval with the current eval's very filters is a like-for-like baseline, and stays
+one). Otherwise a one-case `--filter` run would be the baseline of a whole eval, and its
+headline rate would compare one case with all of them. The note names the newest eval passed
+over and why. An explicit EVAL_ID is used as asked, and the note says what it is. No git, no
+main, no evaluated commit: no baseline (None), and `Baseline.note` says why, for the caller to
+print.
 """
 
 from __future__ import annotations
