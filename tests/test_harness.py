@@ -159,8 +159,14 @@ def test_trials_filters_and_pass_at_k(recorded: Path, tmp_path: Path, capsys) ->
 def test_resume_runs_only_what_the_eval_is_missing(recorded: Path, tmp_path: Path, capsys) -> None:
     db = tmp_path / "resume.duckdb"
     capsys.readouterr()
-    assert run(str(recorded), "--filter", "paris", "--json", db=db) == 0
+    assert run(str(recorded), "--json", db=db) == 0
     eval_id = orjson.loads(capsys.readouterr().out)["eval_id"]
+    with duckdb.connect(str(db)) as conn:  # as a run killed after its first trial leaves it
+        conn.execute("DELETE FROM results WHERE case_id <> 'paris'")
+        conn.execute("UPDATE evals SET status = 'running', finished_at = NULL")
+    # one eval is one selection: the rest of it, or a new eval
+    assert run(str(recorded), "--resume", eval_id, "--filter", "oslo", db=db) == 2
+    assert "it ran with no --filter; this is --filter oslo" in capsys.readouterr().err
     assert run(str(recorded), "--resume", eval_id, db=db) == 0
     out = capsys.readouterr().out
     assert f"eval {eval_id}: 3 cases, 3 trials" in out and "1 resumed" in out
