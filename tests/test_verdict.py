@@ -211,6 +211,11 @@ def test_a_strict_xpass_fails_in_junit_and_annotates_as_an_error() -> None:
     assert lines[0].startswith("::error title=agentbench%3A gate FAILED (exit 1)::")
     assert lines[1].startswith("::error file=golden/sre/cases.yaml,line=3,title=agentbench%3A "
                                "sre/gap passed unexpectedly (XPASS)::")  # fmt: skip
+    # the annotation says what made it strict: the option, or the suite's own key
+    assert lines[1].endswith("::marked xfail, and passed: --strict-xfail, so the gate fails")
+    by_suite = GateRules(strict_xfail=StrictXfail.of(False, {"strict_xfail": ["sre"]}))
+    suite_strict = github_annotations(outcomes, verdict=verdict_of(outcomes, rules=by_suite))
+    assert suite_strict[1].endswith("its suite says strict_xfail: true, so the gate fails")
     assert github_annotations(outcomes, verdict=verdict_of(outcomes))[0].startswith("::warning")
     text = markdown_summary(run_of(outcomes), verdict=strict)
     assert "### XPASS: marked xfail, and passed (1)" in text
