@@ -335,8 +335,7 @@ def test_kinds_and_their_order(tmp_path: Path) -> None:
     failed, reasons = gate(comparison, fail_under=None)
     assert failed and reasons == [
         "s/g-could-not-run passed in the baseline and could not run now: cassette missing.",
-        "s/g-newly-failing passed in the baseline and fails now: check: g-newly-failing is "
-        "wrong.",
+        "s/g-newly-failing passed in the baseline and fails now: check: g-newly-failing is wrong.",
     ]
     # a caller that reports the error itself (the verdict) is not told it again
     said = gate(comparison, fail_under=None, said={("s", "g-could-not-run")})[1]
