@@ -33,10 +33,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from agentbench.errors import UsageError
-from agentbench.evals.completion import planned_trials
+from agentbench.evals.completion import json_object, planned_trials
 from agentbench.evals.shards import ShardSet
 
 MAX_WALK = 50
@@ -125,7 +123,7 @@ def _stored_eval(
     config_text: str | None,
     summary_text: str | None,
 ) -> StoredEval:
-    config, summary = (_object(text) for text in (config_text, summary_text))
+    config, summary = (json_object(text) for text in (config_text, summary_text))
     by_suite = summary.get("by_suite")
     cases = None
     if isinstance(by_suite, dict) and all(
@@ -151,14 +149,6 @@ def _stored_eval(
         if isinstance(paths, dict)
         else (),
     )
-
-
-def _object(text: str | None) -> dict[str, Any]:
-    try:
-        value = orjson.loads(text) if text else None
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _too_small(candidate: StoredEval, current: StoredEval | None) -> str | None:

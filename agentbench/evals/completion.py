@@ -76,7 +76,7 @@ def completion_of(
         ).fetchone()
     if row is None:
         return None
-    config = _object(row[1])
+    config = json_object(row[1])
     return Completion(
         eval_id,
         row[0] == "finished",
@@ -111,7 +111,8 @@ def resume_command(config: dict[str, Any], eval_id: str, store_path: Path) -> st
     return shlex.join(words)
 
 
-def _object(text: str | None) -> dict[str, Any]:
+def json_object(text: str | None) -> dict[str, Any]:
+    """A stored JSON column as a mapping: {} for none, bad JSON or anything but an object."""
     try:
         value = orjson.loads(text) if text else None
     except orjson.JSONDecodeError:
