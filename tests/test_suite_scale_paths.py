@@ -12,12 +12,13 @@ import pytest
 
 from agentbench.errors import UsageError
 from agentbench.evals import results_store
+from agentbench.evals.own_verdict import own_verdict
 from agentbench.evals.suite_models import Suite
 from agentbench.report import html as report_html
 from agentbench.report import render_report, write_report
 from agentbench.report.embed import script_json
 from agentbench.report.loading import load_eval, trial_runs
-from agentbench.report.page import eval_context
+from agentbench.report.page import eval_context, page_context
 from agentbench.report.timeline import trial_detail
 from agentbench.trace.redact import RedactionRules, Redactor
 from agentbench.trace.store import TraceStore
@@ -63,14 +64,18 @@ def test_the_page_written_in_pieces_is_the_page_made_whole(tmp_path: Path) -> No
     store = TraceStore(tmp_path / "traces.duckdb")
     try:
         record_eval(store, "eval_x", evil_tool=True)
+        data = load_eval(store, "eval_x")
+        # The verdict a report opens with when none was kept (`own_verdict`), given alike.
+        gate = own_verdict(store, "eval_x", data.outcomes).as_dict()
         whole = report_html._page(
             "report.html.j2",
             Redactor(store.redaction or RedactionRules()),
             comparison=None,
-            **eval_context(load_eval(store, "eval_x")),
+            **{**eval_context(data), **page_context(data, None, gate)},
         )
-        assert render_report(store, "eval_x") == whole
-        path = write_report(store, "eval_x", tmp_path / "reports")
+        assert render_report(store, "eval_x", gate=gate) == whole
+        assert render_report(store, "eval_x") == whole  # the same verdict, found by itself
+        path = write_report(store, "eval_x", tmp_path / "reports", gate=gate)
         assert path.read_text(encoding="utf-8") == whole
         assert [p.name for p in path.parent.iterdir()] == ["index.html"]
     finally:
