@@ -133,6 +133,11 @@ async def test_changed_instructions_are_request_drift_at_step_1(cassette_path: P
     assert not lenient.diverged
     assert lenient.drifts[0].call == 1 and lenient.drifts[0].step == 1
     assert lenient.drifts[0].drift.changes[0].path == "messages[0].content"
+    # One verdict: a lenient replay that is "unchanged" never says "diverged" beside it.
+    told = lenient.render()
+    assert told.endswith("verdict: unchanged") and "diverged" not in told.lower(), told
+    assert "request drift at step 1 (weather) (lenient: not counted)" in told
+    assert "diverged" not in str(lenient.as_dict()["counterfactual"])
 
     strict = await Replayer(changed, strict=True).replay(cassette_path)
     assert strict.diverged

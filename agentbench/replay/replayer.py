@@ -90,6 +90,15 @@ class ReplayReport:
         if not self.drifts:
             return None
         first, drift = self.first, self.drifts[0]
+        if first is None and not self.strict:
+            # Lenient drift alone is not a divergence: the one verdict stays "unchanged", so
+            # this line must not say "diverged" beside it (it did).
+            where = f"model call #{drift.call}" if drift.step is None else f"step {drift.step}"
+            where += f" ({drift.agent})" if drift.agent else ""
+            return (
+                f"request drift at {where} (lenient: not counted); its model call and the "
+                "steps after it replayed answers recorded for other requests"
+            )
         return divergence_verdict(
             {
                 "step": first.step if first else drift.step,
