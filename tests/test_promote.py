@@ -9,11 +9,13 @@ by running the promoted case in a fresh store and checking that it passes.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from agentbench import FunctionModel, Runner, ScriptedModel, ToolCall
 from agentbench.cli import main
@@ -93,6 +95,61 @@ def test_a_stored_run_becomes_a_case_that_passes_and_says_where_it_is(
     ]
     assert cassette.is_file() and err == ""
     assert_passes(capsys, weather, case_id)
+
+
+def test_a_new_suite_names_its_agent_relative_to_the_repository_and_runs_in_another_checkout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path / "checkout"
+    (repo / "app").mkdir(parents=True)
+    (repo / "app" / "weather.py").write_text(AGENT)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    db = tmp_path / "prod.duckdb"
+    store = TraceStore(db)
+    try:
+        agent = load_object(f"{repo / 'app' / 'weather.py'}:agent")
+        run_id = Runner.run_sync(
+            agent, "How warm is Paris?", model=ScriptedModel(PARIS), store=store
+        ).run_id
+    finally:
+        store.close()
+    suite = repo / "golden" / "weather"
+    agent_ref = f"{repo / 'app' / 'weather.py'}:agent"  # absolute, as a shell completes it
+    code, _, err = promote(capsys, run_id, suite, db, "--agent", agent_ref, "--id", "paris")
+    assert code == 0 and err == "", err
+    # The suite is two folders down and the agent beside them: it used to be named absolutely.
+    assert (
+        yaml.safe_load((suite / "suite.yaml").read_text())["agent"] == "../../app/weather.py:agent"
+    )
+
+    moved = shutil.copytree(repo, tmp_path / "another" / "checkout")
+    shutil.rmtree(repo)  # nothing may still point into the first checkout
+    assert_passes(capsys, moved / "golden" / "weather", "paris")
+
+
+def test_an_agent_outside_the_repository_is_named_absolutely_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tmp_path / "elsewhere" / "weather.py"
+    outside.parent.mkdir()
+    outside.write_text(AGENT)
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    db = tmp_path / "prod.duckdb"
+    store = TraceStore(db)
+    try:
+        agent = load_object(f"{outside}:agent")
+        run_id = Runner.run_sync(
+            agent, "How warm is Paris?", model=ScriptedModel(PARIS), store=store
+        ).run_id
+    finally:
+        store.close()
+    suite = repo / "golden" / "weather"
+    code, _, err = promote(capsys, run_id, suite, db, "--agent", f"{outside}:agent")
+    assert code == 0
+    assert yaml.safe_load((suite / "suite.yaml").read_text())["agent"] == f"{outside}:agent"
+    assert "outside the repository" in err and "runs only on this machine" in err
 
 
 def test_a_run_that_did_not_finish_needs_force(

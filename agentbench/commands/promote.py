@@ -25,9 +25,10 @@ import yaml
 
 from agentbench.commands.traces import open_store, store_options
 from agentbench.errors import UsageError
+from agentbench.evals.baseline import git
 from agentbench.evals.dataset import load_suite
 from agentbench.evals.suite_files import SUITE_FILE
-from agentbench.evals.suite_models import Suite
+from agentbench.evals.suite_models import Suite, repository_root
 from agentbench.replay.convert import cassette_from_store
 from agentbench.trace import queries
 from agentbench.trace.store import TraceStore
@@ -173,6 +174,9 @@ def _suite_for(folder: Path, agent_ref: str | None, stored: StoredConversation) 
         target_suite(folder)  # says it is a folder of suites
     new_suite(folder, agent_ref, stored.runs[0].get("model") if stored.runs else None)
     click.echo(f"new suite {folder.name} in {folder} for agent {agent_ref}")
+    warning = _outside_repository(agent_ref, folder)
+    if warning:
+        click.echo(warning, err=True)
     try:
         return target_suite(folder)
     except UsageError:
@@ -195,14 +199,42 @@ def new_suite(folder: Path, agent_ref: str, model: str | None) -> None:
 
 def _suite_agent(agent_ref: str, folder: Path) -> str:
     """The agent as the suite names it: a file path is resolved from the suite's folder, so
-    one given relative to where the command ran is rewritten relative to the suite (or made
-    absolute when that would climb out of the suite's tree)."""
+    one given relative to where the command ran (or absolute) is rewritten relative to the
+    suite, for the suite to work in any checkout of its repository. Only a file outside the
+    repository holding the suite stays absolute (`_outside_repository` warns of it)."""
     module, _, attribute = agent_ref.rpartition(":")
     if not module.endswith(".py"):
         return agent_ref
     path = Path(module).resolve()
-    relative = os.path.relpath(path, folder.resolve())
-    return f"{path if relative.startswith('..' + os.sep + '..') else relative}:{attribute}"
+    if not _inside(path, _repository_of(folder)):
+        return f"{path}:{attribute}"
+    return f"{Path(os.path.relpath(path, folder.resolve())).as_posix()}:{attribute}"
+
+
+def _repository_of(folder: Path) -> Path:
+    """The checkout holding the suite folder: git's top level, else the suite's repository
+    root (the parent of the folder holding the suite folders)."""
+    start = folder.resolve()
+    while not start.exists():
+        start = start.parent
+    top = git(["rev-parse", "--show-toplevel"], start)
+    return Path(top.strip()).resolve() if top else repository_root(folder)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _outside_repository(agent_ref: str, folder: Path) -> str | None:
+    """A warning when the suite will name its agent by an absolute path (this machine only)."""
+    module = _suite_agent(agent_ref, folder).rpartition(":")[0]
+    if not (module.endswith(".py") and Path(module).is_absolute()):
+        return None
+    return (
+        f"warning: the agent's file is outside the repository holding {folder} "
+        f"({_repository_of(folder)}), so suite.yaml names it by its absolute path and the "
+        "suite runs only on this machine; move the agent into the repository to share it"
+    )
 
 
 def target_suite(folder: Path, agent_ref: str | None = None) -> Suite:
