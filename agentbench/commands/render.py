@@ -113,6 +113,7 @@ def timeline(trace: RunTrace) -> str:
         lines.append(
             f"  served   request {run.request_id or '—'} conversation "
             f"{run.conversation_id or '—'} by {run.agent_ref or '?'}"
+            + (f" for caller {run.caller}" if run.caller else "")
         )
     lines.append(f"  input    {text_of(run.input)}")
     context = loads(run.context) if run.context else None

@@ -206,6 +206,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE runs ADD COLUMN not_replayable VARCHAR;
         """,
     ),
+    Migration(
+        8,
+        "served runs name their caller",
+        # `agentbench serve` with keys: the name of the key a run was started with (never the
+        # key), so a caller sees only its own runs, after a restart too.
+        """
+        ALTER TABLE runs ADD COLUMN caller VARCHAR;
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].id
 MARKER_TABLE = "schema_migrations"

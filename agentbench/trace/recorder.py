@@ -69,6 +69,8 @@ class RunLabels:
     # replayed when its spans carried no message content.
     origin: str | None = None
     not_replayable: str | None = None
+    # A served request's caller: the name of the key it came with (never the key).
+    caller: str | None = None
 
 
 @dataclass
@@ -154,6 +156,7 @@ class TraceRecorder:
             "agent_ref": self.labels.agent_ref,
             "origin": self.labels.origin,
             "not_replayable": self.labels.not_replayable,
+            "caller": self.labels.caller,
             "agent": event.agent,
             "model": None,
             "input": None,

@@ -111,6 +111,7 @@ class RunRecord(TraceRecord):
     agent_ref: str | None = None  # and the module:attribute that served it
     origin: JsonText | None = None  # an imported run (`traces import-otel`): file, trace, source
     not_replayable: str | None = None  # why an imported run cannot be replayed (no content)
+    caller: str | None = None  # served runs: the name of the key that started it
 
 
 class LlmCallRecord(TraceRecord):

@@ -104,6 +104,7 @@ class TraceStore:
         request_id: str | None = None,
         conversation_id: str | None = None,
         agent_ref: str | None = None,
+        caller: str | None = None,
     ) -> LabelledStore:
         """The same store, stamping evaluation, replay or serving labels on the runs recorded."""
         return LabelledStore(
@@ -116,6 +117,7 @@ class TraceStore:
                 request_id=request_id,
                 conversation_id=conversation_id,
                 agent_ref=agent_ref,
+                caller=caller,
             ),
         )
 
