@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from agentbench.runtime.fallback import fallback_of
+from agentbench.trace import repairs
 from agentbench.trace._json import dumps, loads
 from agentbench.trace.schema import (
     ContextDiffRecord,
@@ -115,6 +116,12 @@ def timeline(trace: RunTrace) -> str:
             f"{run.conversation_id or '—'} by {run.agent_ref or '?'}"
             + (f" for caller {run.caller}" if run.caller else "")
         )
+    repaired = [e.seq for e in trace.events if e.kind == repairs.KIND]
+    if repaired:
+        lines.append(
+            "  repaired text the store could not hold as it was (U+FFFD for half an emoji) at "
+            f"seq {', '.join(map(str, sorted(set(repaired))))}: see 'repaired' below"
+        )
     lines.append(f"  input    {text_of(run.input)}")
     context = loads(run.context) if run.context else None
     if isinstance(context, dict) and any(context.values()):  # scopes that hold something
@@ -218,6 +225,8 @@ def _event(event: EventRecord) -> str:
         return f"guard  {p.get('guard')} {p.get('action')}: {clip(str(p.get('message')), 80)}"
     if event.kind == "text_delta":
         return f"text  {clip(str(p.get('text')), 80)!r} ({p.get('deltas')} deltas)"
+    if event.kind == repairs.KIND:
+        return f"repaired  {repairs.describe(p)}"
     return f"{event.kind}  {clip(dumps(p), 90)}"
 
 

@@ -28,12 +28,12 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from agentbench.runtime.completions import STREAM_OBJECT
-from agentbench.trace import _json
+from agentbench.trace import _json, repairs
 from agentbench.trace.code_version import code_version as current_code_version
 from agentbench.trace.redact import Redactor
 from agentbench.trace.redact_stream import redact_chunks
 from agentbench.trace.request_diff import RequestChain, encode_request
-from agentbench.trace.schema import CHILD_TABLES, RunRows, RunStatus, status_of
+from agentbench.trace.schema import CHILD_TABLES, TABLES, RunRows, RunStatus, status_of
 
 log = logging.getLogger("agentbench.trace")
 
@@ -113,17 +113,31 @@ class TraceRecorder:
         }
 
     def __call__(self, event: Any) -> None:
+        mark = _json.repair_mark()  # text the store cannot hold is repaired, and noted
         kind = event.kind
         if kind == "run_started":
             self._run_started(event)
+            self._note_repairs(self._runs[event.run_id], event, mark)
             return
         trace = self._runs.get(event.run_id) or self._adopt(event)
         if kind != "text_delta":
             self._flush_text(trace)
         if kind == "run_finished":
-            self._run_finished(trace, event)
+            self._run_finished(trace, event, mark)
             return
         self._handlers.get(kind, self._other)(trace, event)
+        self._note_repairs(trace, event, mark)
+
+    def _note_repairs(self, trace: _RunTrace, event: Any, mark: tuple[int, int]) -> None:
+        if _json.repair_mark() != mark:
+            made = _json.Repairs.since(mark)
+            trace.rows.events.append(repairs.note(trace.run["run_id"], event, made))
+
+    def _well_formed(self, trace: _RunTrace, rows: RunRows, tables: tuple[str, ...]) -> None:
+        """Plain text columns (not JSON) made well-formed before rows leave; noted."""
+        for table in tables:
+            for row, column in repairs.well_formed_rows(table, rows.table(table)):
+                trace.rows.events.append(repairs.column_note(row, column, trace.run["started_at"]))
 
     # -- runs ------------------------------------------------------------------------------
     def _run_started(self, event: Any) -> None:
@@ -134,7 +148,8 @@ class TraceRecorder:
             input=self._json(event.input),
             context=self._json(event.context) if event.context else None,
         )
-        self._runs[event.run_id] = _RunTrace(run)
+        trace = self._runs[event.run_id] = _RunTrace(run)
+        self._well_formed(trace, RunRows(runs=[run]), ("runs",))
         self.sink.run_started(dict(run))
 
     def _adopt(self, event: Any) -> _RunTrace:
@@ -179,7 +194,7 @@ class TraceRecorder:
             "usage_estimated": None,
         }
 
-    def _run_finished(self, trace: _RunTrace, event: Any) -> None:
+    def _run_finished(self, trace: _RunTrace, event: Any, mark: tuple[int, int]) -> None:
         del self._runs[event.run_id]
         stop = str(event.stop_reason)
         usage = event.usage
@@ -199,6 +214,8 @@ class TraceRecorder:
             usage_estimated=usage.estimated or None,
         )
         trace.rows.runs.append(trace.run)
+        self._well_formed(trace, trace.rows, TABLES)
+        self._note_repairs(trace, event, mark)
         trace.rows.tool_calls.sort(key=lambda row: row["seq"])
         self.sink.run_finished(trace.rows)
 
@@ -213,6 +230,7 @@ class TraceRecorder:
             rows[:] = [row for row in rows if id(row) in waiting]
             trace.spilled[name] = trace.spilled.get(name, 0) + len(part.table(name))
         part.tool_calls.sort(key=lambda row: row["seq"])
+        self._well_formed(trace, part, CHILD_TABLES)
         if self._run_part is not None and not part.is_empty():
             self._run_part(part)
 
