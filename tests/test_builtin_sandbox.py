@@ -221,10 +221,9 @@ def test_no_api_key_reaches_the_code(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_there_is_no_network(code: str) -> None:
     result = run(code)
     assert result.outcome is SandboxOutcome.ERROR
-    assert any(
-        word in result.message
-        for word in ("unreachable", "name resolution", "Name or service", "URLError")
-    ), result.message
+    # Where the syscall filter runs, an inet socket cannot even be made.
+    words = ("unreachable", "name resolution", "Name or service", "URLError", "not supported")
+    assert any(word in result.message for word in words), result.message
 
 
 def test_the_code_runs_unprivileged(isolation: dict[str, object]) -> None:

@@ -3,7 +3,12 @@
 Sandboxed code never needs keyrings, ptrace, mounts, BPF, userfaultfd, perf events, io_uring,
 kexec, kernel modules or new namespaces; each of those is either state shared with the host
 (the user keyring outlives a run) or kernel attack surface. The filter makes them fail with
-EPERM, which Python reports as an ordinary `PermissionError`. `clone3` fails with ENOSYS
+EPERM, which Python reports as an ordinary `PermissionError`. A socket may only be a Unix one
+(what `multiprocessing`, `asyncio` and `socketpair` use): any other family fails with
+EAFNOSUPPORT, as on a kernel built without it — the network namespace leaves no interface to
+reach, but vsock talks to the hypervisor whatever the namespace, netlink, packet and `AF_ALG`
+are kernel attack surface, and where the machine gives no network namespace the filter is what
+keeps the code off the network. `clone3` fails with ENOSYS
 instead (its flags live in memory a filter cannot read), so the C library falls back to
 `clone`, whose namespace flags the filter can check. A call from another ABI (32-bit syscalls
 on x86_64, x32) is refused outright, since its numbers would mean different calls. Only the
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 import struct
 
 try:
@@ -49,7 +55,7 @@ _X86_64 = {
     "kexec_load": 246, "kexec_file_load": 320, "init_module": 175, "finit_module": 313,
     "delete_module": 176, "open_by_handle_at": 304, "name_to_handle_at": 303, "acct": 163,
     "swapon": 167, "swapoff": 168, "reboot": 169, "syslog": 103, "quotactl": 179,
-    "fanotify_init": 300, "clone": 56, "clone3": 435,
+    "fanotify_init": 300, "clone": 56, "clone3": 435, "socket": 41, "socketpair": 53,
 }  # fmt: skip
 _GENERIC = {
     "add_key": 217, "request_key": 218, "keyctl": 219, "ptrace": 117,
@@ -61,9 +67,10 @@ _GENERIC = {
     "kexec_load": 104, "kexec_file_load": 294, "init_module": 105, "finit_module": 273,
     "delete_module": 106, "open_by_handle_at": 265, "name_to_handle_at": 264, "acct": 89,
     "swapon": 224, "swapoff": 225, "reboot": 142, "syslog": 116, "quotactl": 60,
-    "fanotify_init": 262, "clone": 220, "clone3": 435,
+    "fanotify_init": 262, "clone": 220, "clone3": 435, "socket": 198, "socketpair": 199,
 }  # fmt: skip
 _NUMBERS = {"x86_64": _X86_64, "aarch64": _GENERIC, "riscv64": _GENERIC}
+ALLOWED_SOCKET_FAMILIES = (socket.AF_UNIX,)
 
 _NEW_NAMESPACE_FLAGS = (
     libc.CLONE_NEWNS | libc.CLONE_NEWCGROUP | libc.CLONE_NEWUTS | libc.CLONE_NEWIPC
@@ -103,6 +110,8 @@ def build_filter(machine: str | None = None) -> bytes:
     program += [
         (_JEQ_K, "clone", None, numbers["clone"]),
         (_JEQ_K, "enosys", None, numbers["clone3"]),
+        (_JEQ_K, "socket", None, numbers["socket"]),
+        (_JEQ_K, "socket", None, numbers["socketpair"]),
         (_RET_K, None, None, _RET_ALLOW),
     ]
     labels = {"clone": len(program)}
@@ -112,6 +121,13 @@ def build_filter(machine: str | None = None) -> bytes:
         (_JSET_K, "deny", None, _NEW_NAMESPACE_FLAGS),
         (_RET_K, None, None, _RET_ALLOW),
     ]
+    labels["socket"] = len(program)
+    # The family is an int: the kernel reads only the low 32 bits of the register.
+    program.append((_LD_W_ABS, None, None, _OFFSET_ARG0))
+    program += [(_JEQ_K, "allow", None, family) for family in ALLOWED_SOCKET_FAMILIES]
+    program.append((_RET_K, None, None, _RET_ERRNO | errno.EAFNOSUPPORT))
+    labels["allow"] = len(program)
+    program.append((_RET_K, None, None, _RET_ALLOW))
     labels["deny"] = len(program)
     program.append((_RET_K, None, None, _RET_ERRNO | errno.EPERM))
     labels["enosys"] = len(program)
