@@ -170,6 +170,6 @@ def test_without_cgroups_the_shared_limits_are_warned_or_refused(
 
 def test_a_start_that_outlasts_the_timeout_is_not_the_codes_fault() -> None:
     watched = Watched(Capture(100), Capture(100), {"launcher": {}}, killed_for="timeout")
-    outcome, message = _classify(watched, CgroupUsage(), LIMITS)
+    outcome, message = _classify(watched, CgroupUsage(), LIMITS, memory_per_run=True)
     assert outcome is SandboxOutcome.FAILED_TO_START
     assert "did not start the program" in message

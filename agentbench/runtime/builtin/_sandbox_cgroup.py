@@ -1,16 +1,18 @@
-"""Per-run cgroups: one process budget and one memory budget for a sandbox's whole tree.
+"""Per-run cgroups: one process budget, one memory budget and one CPU quota for a sandbox's
+whole tree.
 
-RLIMIT_NPROC counts every process of a uid and RLIMIT_AS bounds one process, so neither
-keeps one run from starving another or ten processes from using ten times the memory limit.
-`RunCgroup.create` makes a fresh cgroup per run for the `pids` and `memory` controllers,
-wherever this machine mounts them (cgroup v1, v2, or the hybrid of both), under the cgroup
-we already run in, and sets `pids.max` and the memory limit there; the launcher moves the
-program into it before exec. After the run `usage` reads what the kernel counted (OOM kills,
-forks refused at the limit, peak memory) so the outcome comes from what happened, and `remove`
-kills whatever is left and deletes the directories. A controller that cannot be used here
-(not mounted, not delegated to us, not writable) is named in `missing` with the reason, for
-the warnings. Cgroups of callers that died (SIGKILL leaves no time to clean up) are removed
-by the next run.
+RLIMIT_NPROC counts every process of a uid and RLIMIT_AS and RLIMIT_CPU bound one process, so
+none keeps one run from starving another, ten processes from using ten times the memory limit
+or fifteen busy ones from holding every CPU of the machine. `RunCgroup.create` makes a fresh
+cgroup per run for the `pids`, `memory` and `cpu` controllers, wherever this machine mounts
+them (cgroup v1, v2, or the hybrid of both), under the cgroup we already run in, and sets
+`pids.max`, the memory limit and the CPU quota (v1 `cpu.cfs_quota_us`, v2 `cpu.max`) there; the
+launcher moves the program into it before exec. After the run `usage` reads what the kernel
+counted (OOM kills, forks refused at the limit, peak memory, periods the quota held the run
+back) so the outcome comes from what happened, and `remove` kills whatever is left and deletes
+the directories. A controller that cannot be used here (not mounted, not delegated to us, not
+writable) is named in `missing` with the reason, for the warnings. Cgroups of callers that died
+(SIGKILL leaves no time to clean up) are removed by the next run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CONTROLLERS = ("memory", "pids")
+CONTROLLERS = ("memory", "pids", "cpu")
+CPU_PERIOD_US = 100_000  # the quota is this much CPU time per period, times the share
 _PREFIX = "agentbench-sandbox-"
 _REMOVE_TRIES = 50
 _REMOVE_PAUSE_S = 0.02
@@ -37,6 +40,7 @@ class CgroupUsage:
     oom_kills: int = 0  # processes the memory limit killed
     process_limit_hits: int = 0  # forks and threads refused at pids.max
     peak_memory_bytes: int | None = None
+    cpu_throttled: int = 0  # periods in which the CPU quota held the run back
 
 
 @dataclass
@@ -48,12 +52,13 @@ class RunCgroup:
     missing: dict[str, str] = field(default_factory=dict)  # controller → why not used
 
     @classmethod
-    def create(cls, *, memory_bytes: int, max_processes: int) -> RunCgroup:
+    def create(cls, *, memory_bytes: int, max_processes: int, cpu_share: float) -> RunCgroup:
         """A fresh cgroup per available controller, with its limit set. Never raises."""
         run = cls()
         pid = os.getpid()
         name = f"{_PREFIX}{pid}-{_start_time(pid)}-{uuid.uuid4().hex[:8]}"
-        limits = {"memory": memory_bytes, "pids": max_processes}
+        quota_us = max(round(cpu_share * CPU_PERIOD_US), 1_000)  # the kernel's least is 1 ms
+        limits = {"memory": memory_bytes, "pids": max_processes, "cpu": quota_us}
         for controller in CONTROLLERS:
             try:
                 parent, version = _parent_for(controller)
@@ -84,7 +89,14 @@ class RunCgroup:
                 oom_kills = _counters(memory / "memory.events").get("oom_kill", 0)
                 peak = _number(memory / "memory.peak")
         hits = _counters(pids / "pids.events").get("max", 0) if pids is not None else 0
-        return CgroupUsage(oom_kills=oom_kills, process_limit_hits=hits, peak_memory_bytes=peak)
+        cpu = self.dirs.get("cpu")
+        throttled = _counters(cpu / "cpu.stat").get("nr_throttled", 0) if cpu is not None else 0
+        return CgroupUsage(
+            oom_kills=oom_kills,
+            process_limit_hits=hits,
+            peak_memory_bytes=peak,
+            cpu_throttled=throttled,
+        )
 
     def remove(self) -> None:
         """Kill anything still in the cgroups and delete them; gives up quietly if busy."""
@@ -171,6 +183,13 @@ def _under(mount_point: str, root: str, path: str) -> Path:
 def _set_limit(directory: Path, controller: str, version: int, value: int) -> None:
     if controller == "pids":
         (directory / "pids.max").write_text(str(value))
+        return
+    if controller == "cpu":
+        if version == 1:
+            (directory / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+            (directory / "cpu.cfs_quota_us").write_text(str(value))
+        else:
+            (directory / "cpu.max").write_text(f"{value} {CPU_PERIOD_US}")
         return
     if version == 1:
         (directory / "memory.limit_in_bytes").write_text(str(value))

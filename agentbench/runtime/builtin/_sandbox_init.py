@@ -1,6 +1,7 @@
 """Inside the sandbox: its PID 1, and the program that PID 1 starts.
 
-The launcher forks `run_init` as the first process of the new PID namespace. Init mounts the
+The launcher forks `run_init` as the first process of the new PID namespace. Init replaces the
+command line it inherited (the launcher's: host paths) with a neutral one, mounts the
 namespace's own `/proc`, enters the minimal root the launcher laid out, forks the program,
 reaps orphans as every init must, writes how the program ended (exit code or signal, CPU time
 from rusage) to the report pipe, and exits; the kernel then SIGKILLs whatever the program left
@@ -8,11 +9,11 @@ behind. The program is deliberately not PID 1: the kernel shields a namespace's 
 signal it has no handler for, so as PID 1 the program would never receive RLIMIT_CPU's SIGXCPU
 (nor a SIGABRT of its own), and a CPU-limit kill could only be guessed from rusage, which on
 some machines reads well below the limit the kernel enforced. `become_program` finishes
-isolation in the program's process (cgroups, resource limits, unprivileged user, no_new_privs,
-parent-death signal, fresh keyrings, the syscall filter) and execs the interpreter. A failure
-at any step is written to the close-on-exec status pipe, which the launcher reads: an empty
-pipe means the exec happened. Only the standard library is imported: this runs in the
-launcher's process tree.
+isolation in the program's process (cgroups and a cgroup namespace rooted at them, resource
+limits, unprivileged user, no_new_privs, parent-death signal, fresh keyrings, the syscall
+filter) and execs the interpreter. A failure at any step is written to the close-on-exec status
+pipe, which the launcher reads: an empty pipe means the exec happened. Only the standard
+library is imported: this runs in the launcher's process tree.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ except ImportError:  # in the launcher, which imports its siblings as top-level 
     import _sandbox_seccomp as seccomp  # type: ignore[no-redef]
 
 SETUP_FAILED = 125  # exit code of a process that could not finish setting up
+INIT_TITLE = "sandbox-init"  # what the program sees as PID 1's command line
 
 
 def run_init(
@@ -48,6 +50,9 @@ def run_init(
     try:
         # If the launcher dies, init dies, and with init every process of the namespace.
         libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        # The program reads our /proc/1/cmdline: it must not show the launcher's argv (the
+        # host's interpreter and checkout paths).
+        shown = "neutral" if libc.set_process_title(INIT_TITLE) else "the launcher's"
         proc = _mount_proc(facts)
         if facts["filesystem"] == "ok":
             rootfs.enter_root()
@@ -56,7 +61,7 @@ def run_init(
         _fail(status_write, exc)
     if pid == 0:
         try:
-            become_program(config, code, workdir, joins, proc)
+            become_program(config, code, workdir, joins, {"proc": proc, "init_cmdline": shown})
         except BaseException as exc:  # anything at all: the code must not run half-isolated
             _fail(status_write, exc)
     os.close(status_write)
@@ -111,11 +116,14 @@ def set_limits(config: dict[str, Any]) -> None:
         # SIGXCPU at the limit says exactly why the program ended; a program that catches it
         # gets SIGKILL a second later.
         (resource.RLIMIT_CPU, cpu, cpu + 1),
-        (resource.RLIMIT_AS, config["memory_bytes"], config["memory_bytes"]),
         (resource.RLIMIT_FSIZE, config["file_bytes"], config["file_bytes"]),
         (resource.RLIMIT_NOFILE, config["max_open_files"], config["max_open_files"]),
         (resource.RLIMIT_CORE, 0, 0),
     ]
+    if not config["memory_cgroup"]:
+        # Only the fallback: an allocation RLIMIT_AS refuses leaves no trace the kernel
+        # reports, where the cgroup's OOM kill is counted.
+        limits.append((resource.RLIMIT_AS, config["memory_bytes"], config["memory_bytes"]))
     if not config["pids_cgroup"]:
         # Per uid, so shared by every sandbox of that user: only the fallback.
         limits.append((resource.RLIMIT_NPROC, config["max_processes"], config["max_processes"]))
@@ -124,13 +132,13 @@ def set_limits(config: dict[str, Any]) -> None:
 
 
 def become_program(
-    config: dict[str, Any], code: bytes, workdir: str, joins: list[int], proc: str
+    config: dict[str, Any], code: bytes, workdir: str, joins: list[int], facts: dict[str, Any]
 ) -> NoReturn:
     """In the program's process: finish isolation, drop privileges, exec the code."""
-    facts: dict[str, Any] = {"proc": proc}
     for fd in joins:
         os.write(fd, b"0")  # "0" is the writer: this process, before anything it starts
         os.close(fd)
+    facts["cgroup_namespace"] = _own_cgroup_root()
     set_limits(config)
     os.chdir(workdir)
     if config["uid"] is not None:
@@ -159,6 +167,19 @@ def become_program(
     os.close(null)
     python = config["python"]
     os.execve(python, [python, "-I", "-B", "-u", "-X", "utf8", "main.py"], config["env"])
+
+
+def _own_cgroup_root() -> str:
+    """Make the run's cgroups the root of what the program sees in /proc/self/cgroup.
+
+    Their host paths name the caller's cgroup and pid; where the kernel has no cgroup
+    namespace the program sees them (the syscall filter still keeps it from moving).
+    """
+    try:
+        libc.unshare(libc.CLONE_NEWCGROUP)
+    except OSError as exc:
+        return f"unavailable: {exc.strerror}"
+    return "ok"
 
 
 def _fresh_keyrings() -> str:

@@ -2,16 +2,16 @@
 
 `sandbox.py` starts this file as a script in a fresh interpreter (`python -I -S`), in its own
 session, with an empty environment. It ties its life to the caller's (parent-death signal),
-reads the code from stdin, enters new namespaces (network, PID, mount, IPC, UTS; plus a user
-namespace when not root), replaces the filesystem with a minimal root (`_sandbox_rootfs`),
-then forks the sandbox's PID 1 (`_sandbox_init`), which starts the program. It stays behind,
-privileged and outside the namespace, so nothing in the sandbox can signal or trace it, and
-reports as JSON lines on the report descriptor what it enforced, whether the program started
-(a close-on-exec pipe tells an exec from a setup failure, so no exit code is ever mistaken for
-one) and how the sandbox ended. A missing namespace is recorded rather than fatal
-(`sandbox.py` warns, or refuses under `require_full_isolation`); a step that fails once the
-kernel has granted what it needs is a setup failure, never a weaker sandbox. Only the
-standard library is imported here.
+reads its configuration (one JSON line) and the code from stdin, enters new namespaces
+(network, PID, mount, IPC, UTS; plus a user namespace when not root), replaces the filesystem
+with a minimal root (`_sandbox_rootfs`), then forks the sandbox's PID 1 (`_sandbox_init`),
+which starts the program. It stays behind, privileged and outside the namespace, so nothing in
+the sandbox can signal or trace it, and reports as JSON lines on the report descriptor what it
+enforced, whether the program started (a close-on-exec pipe tells an exec from a setup failure,
+so no exit code is ever mistaken for one) and how the sandbox ended. A missing namespace is
+recorded rather than fatal (`sandbox.py` warns, or refuses under `require_full_isolation`); a
+step that fails once the kernel has granted what it needs is a setup failure, never a weaker
+sandbox. Only the standard library is imported here.
 """
 
 from __future__ import annotations
@@ -156,7 +156,9 @@ def _report_quietly(fd: int, record: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    config = json.loads(sys.argv[1])
+    # The configuration comes on stdin, not in argv: argv is readable by anyone through
+    # /proc/PID/cmdline, and the sandbox's init (a fork of this process) shows it as PID 1.
+    config = json.loads(sys.stdin.buffer.readline())
     tie_to_caller(config["caller_pid"])
     code = sys.stdin.buffer.read()
     report_fd: int = config["report_fd"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from pathlib import Path
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -32,6 +33,7 @@ MS_RELATIME = 0x200000
 MNT_DETACH = 0x2
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
 PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_MODE_FILTER = 2
@@ -96,6 +98,25 @@ def sethostname(name: str) -> None:
 
 def prctl(option: int, value: int) -> None:
     _check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), "prctl")
+
+
+def set_process_title(title: str) -> bool:
+    """Make /proc/self/cmdline and comm say `title` instead of our argv; False if unchanged.
+
+    The kernel shows cmdline from the memory exec copied argv into, so overwriting that memory
+    (as setproctitle does) changes it with no privilege; PR_SET_MM could move the bounds too,
+    but needs CAP_SYS_RESOURCE in the host's user namespace. The interpreter keeps copies of
+    its arguments, so nothing reads this memory again.
+    """
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: fields 48 and 49
+    if not 0 < start < end:
+        return False
+    raw = title.encode()[: end - start - 1]
+    ctypes.memset(start, 0, end - start)
+    ctypes.memmove(start, raw, len(raw))
+    _check(_libc.prctl(PR_SET_NAME, ctypes.c_char_p(raw[:15]), 0, 0, 0), "prctl")
+    return True
 
 
 class _SockFprog(ctypes.Structure):

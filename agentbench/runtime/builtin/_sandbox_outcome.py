@@ -17,15 +17,21 @@ from pydantic import BaseModel, ConfigDict
 
 from agentbench.runtime.builtin._sandbox_cgroup import CgroupUsage, RunCgroup
 from agentbench.runtime.builtin._sandbox_clock import START_TIMEOUT_S, WALL_CLOCK
+from agentbench.runtime.builtin._sandbox_cpu import WATCHED, CpuQuotaWatch
 from agentbench.runtime.builtin._sandbox_process import Watched
 from agentbench.runtime.tools import ToolResult
 
 if TYPE_CHECKING:
     from agentbench.runtime.builtin.sandbox import SandboxLimits
 
-# rusage may read well below the CPU time RLIMIT_CPU counted (seen: 1.78 s at a 2 s limit);
-# a SIGKILL at the hard limit (soft + 1 s) still reads above this share of the soft limit.
+# rusage may read well below the CPU time RLIMIT_CPU counted (seen: 1.76 s at a 2 s limit);
+# a SIGXCPU or SIGKILL the kernel sent at the limit still reads above this share of it.
 _CPU_CAUGHT_SHARE = 0.8
+# Without a memory cgroup, RLIMIT_AS (address space) is the limit and no counter records that
+# it refused an allocation; a peak resident size this close to it is the kernel's sign that it
+# did (the interpreter's own mappings keep the peak below the address space).
+_MEMORY_REACHED_SHARE = 0.75
+_MB = 1024 * 1024
 
 
 class SandboxOutcome(enum.StrEnum):
@@ -37,6 +43,7 @@ class SandboxOutcome(enum.StrEnum):
     OUTPUT_LIMIT = "output_limit"
     CRASHED = "crashed"  # killed by a signal it did not ask for (SIGSEGV from ctypes, …)
     FAILED_TO_START = "failed_to_start"  # our fault, not the code's
+    INVALID_INPUT = "invalid_input"  # refused before it ran: the code cannot be run as given
 
 
 class SandboxResult(BaseModel):
@@ -70,7 +77,11 @@ class SandboxResult(BaseModel):
 
 
 def interpret(
-    watched: Watched, limits: SandboxLimits, uid: int | None, cgroup: RunCgroup
+    watched: Watched,
+    limits: SandboxLimits,
+    uid: int | None,
+    cgroup: RunCgroup,
+    quota: CpuQuotaWatch | None,
 ) -> SandboxResult:
     """How the run ended, from what happened: report records, signal, rusage, cgroup counters."""
     records = watched.records
@@ -83,8 +94,9 @@ def interpret(
             isolation[budget] = f"per run (cgroup v{cgroup.versions[controller]})"
         else:
             isolation[budget] = "per process" if controller == "memory" else "per user"
+    isolation["cpu_quota"] = _cpu_quota(limits, cgroup, quota)
     usage = cgroup.usage()
-    outcome, message = _classify(watched, usage, limits)
+    outcome, message = _classify(watched, usage, limits, memory_per_run="memory" in cgroup.dirs)
     return SandboxResult(
         outcome=outcome,
         message=message,
@@ -101,38 +113,65 @@ def interpret(
 
 
 def _classify(
-    watched: Watched, usage: CgroupUsage, limits: SandboxLimits
+    watched: Watched, usage: CgroupUsage, limits: SandboxLimits, memory_per_run: bool
 ) -> tuple[SandboxOutcome, str]:
     stopped = _stopped_early(watched, limits)
     if stopped is not None:
         return stopped
     ending = watched.records["exit"]
-    signum = ending.get("signal")
-    memory = (SandboxOutcome.MEMORY_LIMIT, f"memory limit of {limits.memory_mb} MB exceeded")
-    cpu = (SandboxOutcome.CPU_LIMIT, f"CPU time limit of {limits.cpu_seconds} s exceeded")
-    if signum == signal.SIGKILL and usage.oom_kills:
-        return memory  # the cgroup's OOM killer: the whole tree was over its memory budget
-    if signum == signal.SIGXCPU:
-        return cpu  # RLIMIT_CPU's soft limit (the program is not PID 1, so it receives it)
-    if signum == signal.SIGKILL and (ending.get("cpu_seconds") or 0.0) >= _CPU_CAUGHT_SHARE * (
-        limits.cpu_seconds
-    ):
-        return cpu  # it caught SIGXCPU and met the hard limit a second later
-    if signum is not None:
-        return SandboxOutcome.CRASHED, f"the program was killed by {_signal_name(signum)}"
-    code = ending.get("exit_code")
-    if code == 0:
+    signum, code = ending.get("signal"), ending.get("exit_code")
+    if signum is None and code == 0:
         return SandboxOutcome.OK, "exited normally"
-    stderr = watched.stderr.text()
-    last_line = _last_line(stderr)
-    if last_line.startswith("MemoryError") or usage.oom_kills:
-        return memory
+    over = _over_a_limit(ending, usage, limits, memory_per_run)
+    if over is not None:
+        return over
+    if signum is not None:
+        return SandboxOutcome.CRASHED, _killed_by(signum, ending, limits)
     note = ""
     if usage.process_limit_hits:
         note = f" (the limit of {limits.max_processes} processes and threads was reached)"
+    # The outcome is the exit code's; the traceback's last line only names what was raised.
+    stderr = watched.stderr.text()
+    last_line = _last_line(stderr)
     if "Traceback (most recent call last)" in stderr and last_line:
         return SandboxOutcome.ERROR, f"the program raised {last_line}{note}"
     return SandboxOutcome.ERROR, f"the program exited with code {code}{note}"
+
+
+def _over_a_limit(
+    ending: dict[str, Any], usage: CgroupUsage, limits: SandboxLimits, memory_per_run: bool
+) -> tuple[SandboxOutcome, str] | None:
+    """The limit that ended a failed program, by the kernel's evidence alone, if one did.
+
+    Never by what the program printed: any program can print `MemoryError` and exit 1.
+    """
+    memory = (SandboxOutcome.MEMORY_LIMIT, f"memory limit of {limits.memory_mb} MB exceeded")
+    if memory_per_run and usage.oom_kills:
+        return memory  # the cgroup's OOM killer: the whole tree was over its budget
+    peak_bytes = (ending.get("max_rss_kb") or 0) * 1024
+    if not memory_per_run and peak_bytes >= _MEMORY_REACHED_SHARE * limits.memory_mb * _MB:
+        return memory  # RLIMIT_AS, the only limit here, leaves no counter: the peak is the sign
+    cpu_s = ending.get("cpu_seconds") or 0.0
+    if ending.get("signal") in (signal.SIGXCPU, signal.SIGKILL) and (
+        cpu_s >= _CPU_CAUGHT_SHARE * limits.cpu_seconds
+    ):
+        # RLIMIT_CPU: SIGXCPU at the soft limit (the program is not PID 1, so it receives it),
+        # SIGKILL at the hard limit a second later if it caught that. A signal the program's
+        # own processes sent it arrives with less CPU time used.
+        return SandboxOutcome.CPU_LIMIT, f"CPU time limit of {limits.cpu_seconds} s exceeded"
+    return None
+
+
+def _killed_by(signum: int, ending: dict[str, Any], limits: SandboxLimits) -> str:
+    said = f"the program was killed by {_signal_name(signum)}"
+    if signum == signal.SIGXCPU:
+        # Below the limit the kernel sends no SIGXCPU; inside the PID namespace only the
+        # program's own processes can.
+        said += (
+            f" from its own processes, not the CPU limit (it had used "
+            f"{ending.get('cpu_seconds') or 0.0:.2f} s of its {limits.cpu_seconds} s of CPU time)"
+        )
+    return said
 
 
 def _stopped_early(watched: Watched, limits: SandboxLimits) -> tuple[SandboxOutcome, str] | None:
@@ -153,6 +192,13 @@ def _stopped_early(watched: Watched, limits: SandboxLimits) -> tuple[SandboxOutc
             f"did not finish within {limits.wall_limit_s:g} s of wall-clock time; every process "
             "was killed"
         )
+    if watched.killed_for == "cpu_quota":
+        used_s, over_s = watched.cpu_used or (0.0, 0.0)
+        return SandboxOutcome.CPU_LIMIT, (
+            f"stopped: its processes together used {used_s:.1f} s of CPU time in {over_s:.1f} s, "
+            f"more than the quota of {limits.cpu_share:g} CPU allows (no cpu cgroup here to "
+            "slow them down, so a run over its quota is stopped)"
+        )
     if watched.killed_for == "output":
         return SandboxOutcome.OUTPUT_LIMIT, (
             f"stopped: the program wrote more than {limits.max_output_bytes:,} bytes of output"
@@ -161,6 +207,17 @@ def _stopped_early(watched: Watched, limits: SandboxLimits) -> tuple[SandboxOutc
         reason = records.get("failed", {}).get("reason") or _silent_end(records)
         return SandboxOutcome.FAILED_TO_START, f"the sandbox could not run the program: {reason}"
     return None
+
+
+def _cpu_quota(limits: SandboxLimits, cgroup: RunCgroup, quota: CpuQuotaWatch | None) -> str:
+    """The CPU quota and what held it, for the isolation facts."""
+    share = f"{limits.cpu_share:g} CPU per run"
+    if "cpu" in cgroup.dirs:
+        return f"{share} (cgroup v{cgroup.versions['cpu']})"
+    if quota is not None and quota.measures == WATCHED:
+        return f"{share}, {WATCHED}"
+    why = quota.measures if quota is not None else "no cpu cgroup"
+    return f"none ({why}): CPU time per process only"
 
 
 def _silent_end(records: dict[str, dict[str, Any]]) -> str:
@@ -203,6 +260,10 @@ def _warnings(
     """Say in plain words what this run was *not* protected by."""
     if not isolation:
         return []
+    return _isolation_warnings(isolation, uid) + _budget_warnings(isolation, missing_budgets or {})
+
+
+def _isolation_warnings(isolation: dict[str, Any], uid: int | None) -> list[str]:
     warnings = []
     if isolation.get("network_namespace") != "ok":
         warnings.append("network NOT blocked: no network namespace on this machine")
@@ -219,10 +280,19 @@ def _warnings(
     if seccomp != "ok":
         warnings.append(
             f"no syscall filter ({seccomp.removeprefix('unavailable: ')}): keyrings, ptrace, "
-            "mount, bpf, io_uring and new namespaces are not denied; each run still gets a "
-            "fresh session keyring and an emptied user keyring"
+            "mount, bpf, io_uring, new namespaces and sockets other than Unix ones (vsock, "
+            "netlink, packet, inet) are not denied; each run still gets a fresh session "
+            "keyring and an emptied user keyring"
         )
-    missing = missing_budgets or {}
+    if isolation.get("init_cmdline", "neutral") != "neutral":
+        warnings.append("/proc/1/cmdline shows the launcher's command line (host paths)")
+    if isolation.get("cgroup_namespace", "ok") != "ok":
+        warnings.append("/proc/self/cgroup shows the host's cgroup paths (no cgroup namespace)")
+    return warnings
+
+
+def _budget_warnings(isolation: dict[str, Any], missing: dict[str, str]) -> list[str]:
+    warnings = []
     if "memory" in missing:
         warnings.append(
             f"memory limit per process only, not per run ({missing['memory']}): several "
@@ -232,5 +302,15 @@ def _warnings(
         warnings.append(
             f"process limit per user, not per run ({missing['pids']}): concurrent sandboxes "
             "share it"
+        )
+    if str(isolation.get("cpu_quota", "")).startswith("none"):
+        warnings.append(
+            f"no CPU quota ({missing.get('cpu', 'no cpu cgroup')}, and no task children in "
+            "/proc to watch): its processes together may keep every CPU busy until the timeout"
+        )
+    elif "cpu" in missing:
+        warnings.append(
+            f"CPU quota watched, not throttled ({missing['cpu']}): a run whose processes "
+            "together use more CPUs than their share is stopped rather than slowed"
         )
     return warnings

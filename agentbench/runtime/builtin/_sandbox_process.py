@@ -1,6 +1,7 @@
 """Starting and watching one sandbox process: the time limits and the output caps.
 
-`start_and_watch` runs `_sandbox_launcher.py` in its own session, feeds it the code, and reads
+`start_and_watch` runs `_sandbox_launcher.py` in its own session, feeds it its configuration
+and the code on stdin (never in argv, which the sandbox could read), and reads
 its stdout, stderr and report pipe until they close. It kills the whole process group when the
 program's clock (`_sandbox_clock`: the program's time, not the machine's, and a wall-clock
 backstop) runs out, when the program never starts, or when the output grows past its cap, and
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -26,12 +28,27 @@ from pathlib import Path
 from typing import Any
 
 from agentbench.runtime.builtin._sandbox_clock import ProgramClock
+from agentbench.runtime.builtin._sandbox_cpu import CpuQuotaWatch
 
 LAUNCHER = Path(__file__).with_name("_sandbox_launcher.py")
 _CHUNK = 65_536
 _DRAIN_AFTER_EXIT_S = 0.2  # how long pipes held by escaped grandchildren may stay open
 _POLL_S = 0.02  # the longest the watch waits for output before it reads the clocks again
 _STOP_GRACE_S = 1.0  # how long a killed program's launcher gets to reap it and report
+
+
+# C0 controls but newline and tab, DEL, and C1 controls: what a terminal acts on (colours,
+# cursor moves, window titles, OSC 52 clipboard writes, 8-bit CSI) instead of showing it.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def shown(text: str) -> str:
+    """`text` with every terminal control character written as an escape (`\x1b`, `\r`).
+
+    The program's output is kept this way, so wherever it is shown later — the model's tool
+    result, `traces show`, a run's terminal output, a report — it cannot drive a terminal.
+    """
+    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
 
 
 class Capture:
@@ -58,8 +75,8 @@ class Capture:
         return self.total > len(self.head) + len(self.tail)
 
     def text(self) -> str:
-        head = self.head.decode("utf-8", errors="replace")
-        tail = self.tail.decode("utf-8", errors="replace")
+        head = shown(self.head.decode("utf-8", errors="replace"))
+        tail = shown(self.tail.decode("utf-8", errors="replace"))
         if not self.truncated:
             return head + tail
         cut = self.total - len(self.head) - len(self.tail)
@@ -73,25 +90,33 @@ class Watched:
     stdout: Capture
     stderr: Capture
     records: dict[str, dict[str, Any]] = field(default_factory=dict)  # by report stage
-    # "timeout" (the program's time), "wall" (the backstop), "start" (never started), "output"
+    # "timeout" (the program's time), "wall" (the backstop), "start" (never started), "output",
+    # "cpu_quota" (its processes used more CPUs than their share, where no cgroup throttles)
     killed_for: str | None = None
+    cpu_used: tuple[float, float] | None = None  # at a "cpu_quota" stop: CPU s, over wall s
     duration_s: float = 0.0
     program_s: float = 0.0  # the program's time, as its limit counted it
     clock: str = ""  # what that time is (_sandbox_clock.OWN_TIME or WALL_CLOCK)
 
 
 def start_and_watch(
-    config: dict[str, Any], code: bytes, *, clock: ProgramClock, keep_chars: int, max_bytes: int
+    config: dict[str, Any],
+    code: bytes,
+    *,
+    clock: ProgramClock,
+    keep_chars: int,
+    max_bytes: int,
+    quota: CpuQuotaWatch | None = None,
 ) -> Watched:
-    """Run the launcher with `config` on `code` until it ends or `clock` says a limit is past;
-    raises OSError only if it cannot start."""
+    """Run the launcher with `config` on `code` until it ends or `clock` (or `quota`, where no
+    cgroup holds the CPU quota) says a limit is past; raises OSError only if it cannot start."""
     report_read, report_write = os.pipe()
     config = {**config, "report_fd": report_write}
     watched = Watched(Capture(keep_chars), Capture(keep_chars))
     started = time.monotonic()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(config)],
+            [sys.executable, "-I", "-S", str(LAUNCHER)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -106,8 +131,8 @@ def start_and_watch(
     finally:
         os.close(report_write)
     try:
-        _send_code(process, code)
-        _watch(process, report_read, watched, clock, max_bytes)
+        _send_code(process, json.dumps(config).encode() + b"\n" + code)
+        _watch(process, report_read, watched, clock, max_bytes, quota)
     finally:
         _kill_group(process.pid)
         process.wait()
@@ -120,10 +145,11 @@ def start_and_watch(
     return watched
 
 
-def _send_code(process: subprocess.Popen[bytes], code: bytes) -> None:
+def _send_code(process: subprocess.Popen[bytes], config_and_code: bytes) -> None:
     assert process.stdin is not None
     try:
-        process.stdin.write(code)  # the launcher reads all of stdin before anything else
+        # The launcher reads all of stdin (its configuration's line, then the code) first.
+        process.stdin.write(config_and_code)
         process.stdin.close()
     except BrokenPipeError:
         pass  # the launcher died at once; its stderr and exit say why
@@ -135,6 +161,7 @@ def _watch(
     watched: Watched,
     clock: ProgramClock,
     max_bytes: int,
+    quota: CpuQuotaWatch | None,
 ) -> None:
     assert process.stdout is not None and process.stderr is not None
     report = _Report()
@@ -148,6 +175,11 @@ def _watch(
         if watched.stdout.total + watched.stderr.total > max_bytes:
             return "output"
         clock.saw(report.records)
+        if quota is not None:
+            quota.saw(report.records)
+            if quota.over():
+                watched.cpu_used = (quota.used_s, quota.elapsed_s)
+                return "cpu_quota"
         return clock.over()
 
     with _Pump(sinks) as pump:

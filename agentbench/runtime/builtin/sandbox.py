@@ -34,6 +34,7 @@ from pathlib import Path
 from agentbench.errors import UsageError
 from agentbench.runtime.builtin._sandbox_cgroup import RunCgroup
 from agentbench.runtime.builtin._sandbox_clock import START_TIMEOUT_S, ProgramClock
+from agentbench.runtime.builtin._sandbox_cpu import CpuQuotaWatch
 from agentbench.runtime.builtin._sandbox_outcome import SandboxOutcome, SandboxResult, interpret
 from agentbench.runtime.builtin._sandbox_process import start_and_watch
 from agentbench.runtime.builtin._sandbox_rootfs import plan_root
@@ -42,6 +43,8 @@ from agentbench.runtime.tools import Effect, Tool, ToolResult
 _WORKDIR = "/tmp/work"  # inside the sandbox's private /tmp; the same path every run
 _SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 _MB = 1024 * 1024
+# Budgets whose cgroup `require_full_isolation` insists on; the CPU quota's watch still holds.
+_FULL_ISOLATION_BUDGETS = ("memory", "pids")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,10 @@ class SandboxLimits:
     # counted); then the whole process tree is killed.
     timeout_s: float = 10.0
     cpu_seconds: int = 5  # CPU time per process (RLIMIT_CPU: SIGXCPU, then SIGKILL 1 s later)
-    memory_mb: int = 512  # for the whole run (cgroup), and address space per process (RLIMIT_AS)
+    # CPUs the run's processes may keep busy together: a cgroup's CPU quota throttles them;
+    # where none can be made, a run over it is stopped (`_sandbox_cpu`).
+    cpu_share: float = 1.0
+    memory_mb: int = 512  # for the whole run (cgroup); where none, per process (RLIMIT_AS)
     file_size_mb: int = 16  # largest file the code may write (RLIMIT_FSIZE)
     disk_mb: int = 64  # size of the private /tmp the working directory lives in
     max_processes: int = 16  # processes and threads of the run (cgroup pids.max)
@@ -78,6 +84,7 @@ class SandboxLimits:
         for name in (
             "timeout_s",
             "cpu_seconds",
+            "cpu_share",
             "memory_mb",
             "file_size_mb",
             "disk_mb",
@@ -95,6 +102,9 @@ class SandboxLimits:
 def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxResult:
     """Run `code` as a Python program in a sandbox and report how it ended. Never raises."""
     limits = limits or SandboxLimits()
+    refused = _refuse_code(code)
+    if refused is not None:
+        return refused
     try:
         uid, gid = _sandbox_ids(limits.user)
         # The real file: a venv's symlink would pull in the venv, which the sandbox lacks.
@@ -104,12 +114,17 @@ def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxResult:
     except UsageError as exc:
         return SandboxResult(outcome=SandboxOutcome.FAILED_TO_START, message=str(exc))
     cgroup = RunCgroup.create(
-        memory_bytes=limits.memory_mb * _MB, max_processes=limits.max_processes
+        memory_bytes=limits.memory_mb * _MB,
+        max_processes=limits.max_processes,
+        cpu_share=limits.cpu_share,
     )
+    # Without a cpu cgroup the quota is a watch that stops the run rather than slowing it.
+    quota = None if "cpu" in cgroup.dirs else CpuQuotaWatch(limits.cpu_share)
     watched = None
     try:
-        if limits.require_full_isolation and cgroup.missing:
-            missing = "; ".join(f"{name}: {why}" for name, why in cgroup.missing.items())
+        budgets = {k: why for k, why in cgroup.missing.items() if k in _FULL_ISOLATION_BUDGETS}
+        if limits.require_full_isolation and budgets:
+            missing = "; ".join(f"{name}: {why}" for name, why in budgets.items())
             return SandboxResult(
                 outcome=SandboxOutcome.FAILED_TO_START,
                 message=f"sandbox refused to run: no per-run budget here ({missing})",
@@ -129,6 +144,7 @@ def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxResult:
             "max_open_files": limits.max_open_files,
             "cgroup_procs": cgroup.join_files(),
             "pids_cgroup": "pids" in cgroup.dirs,
+            "memory_cgroup": "memory" in cgroup.dirs,
             "require_full_isolation": limits.require_full_isolation,
             "env": _minimal_env(_WORKDIR),
         }
@@ -144,18 +160,39 @@ def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxResult:
                 clock=clock,
                 keep_chars=limits.max_output_chars,
                 max_bytes=limits.max_output_bytes,
+                quota=quota,
             )
         except OSError as exc:
             return SandboxResult(
                 outcome=SandboxOutcome.FAILED_TO_START,
                 message=f"the sandbox could not start: {exc}",
             )
-        return interpret(watched, limits, uid, cgroup)
+        return interpret(watched, limits, uid, cgroup, quota)
     finally:
         cgroup.remove()  # kills whatever escaped the PID namespace's teardown, if anything did
         host_workdir = watched.records.get("launcher", {}).get("host_workdir") if watched else None
         if host_workdir:  # only without a mount namespace; the launcher removes it normally
             shutil.rmtree(host_workdir, ignore_errors=True)
+
+
+def _refuse_code(code: str) -> SandboxResult | None:
+    """A program Python would misread, refused before anything runs.
+
+    The interpreter stops reading a line at a NUL byte, so code holding one would run only in
+    part and could end "ok" having skipped the rest.
+    """
+    at = code.find("\0")
+    if at < 0:
+        return None
+    line = code.count("\n", 0, at) + 1
+    column = at - (code.rfind("\n", 0, at) + 1) + 1
+    return SandboxResult(
+        outcome=SandboxOutcome.INVALID_INPUT,
+        message=(
+            f"the code holds a NUL byte at line {line}, column {column}; Python source cannot "
+            "contain NUL bytes, so nothing was run"
+        ),
+    )
 
 
 def python_sandbox(
