@@ -55,6 +55,7 @@ def main() -> None:
         options["cpu_share"] = args.share
     if args.no_cgroup:
         _without_cpu_cgroup()
+    throttled = _count_throttling()
     limits = SandboxLimits(**options)
     before, busy_before, started = os.times(), _machine_busy_s(), time.monotonic()
     result = run_python(BUSY.format(n=args.processes, busy=args.busy), limits)
@@ -75,12 +76,14 @@ def main() -> None:
         "machine_cpus": os.cpu_count(),
         # Everyone's, the run's included: what was left to other work shows here.
         "machine_busy_cpus": round(machine_s / wall_s, 2),
+        # The kernel's word that the quota held the run back: periods it was throttled in.
+        "cpu_throttled_periods": throttled[-1] if throttled else "(no cpu cgroup)",
     }
     if args.json:
         print(json.dumps(figures))
         return
     for name, value in figures.items():
-        print(f"{name:>17}: {value}")
+        print(f"{name:>21}: {value}")
 
 
 def _machine_busy_s() -> float:
@@ -89,6 +92,25 @@ def _machine_busy_s() -> float:
         ticks = [int(word) for word in stat.readline().split()[1:8]]
     user, nice, system, _idle, _iowait, irq, softirq = ticks
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def _count_throttling() -> list[int]:
+    """Where the run has a cpu cgroup, the periods it was throttled in (read before removal)."""
+    from agentbench.runtime.builtin import _sandbox_cgroup
+
+    seen: list[int] = []
+    usage = _sandbox_cgroup.RunCgroup.usage
+    if not hasattr(_sandbox_cgroup.CgroupUsage(), "cpu_throttled"):
+        return seen  # a version without the quota
+
+    def counted(self: _sandbox_cgroup.RunCgroup) -> _sandbox_cgroup.CgroupUsage:
+        found = usage(self)
+        if "cpu" in self.dirs:
+            seen.append(found.cpu_throttled)
+        return found
+
+    _sandbox_cgroup.RunCgroup.usage = counted  # type: ignore[method-assign]
+    return seen
 
 
 def _without_cpu_cgroup() -> None:
