@@ -16,6 +16,7 @@ and `agentbench promote RUN_ID --suite golden/customer_service` take it from the
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -44,7 +45,8 @@ QUESTIONS = [
 def ask(base_url: str) -> None:
     import openai
 
-    client = openai.OpenAI(base_url=base_url, api_key="unused")
+    # A server started with keys (--keys FILE) wants one of them; one without keys, none.
+    client = openai.OpenAI(base_url=base_url, api_key=os.environ.get("AGENTBENCH_SERVE_KEY", "-"))
     conversation = f"example-{uuid.uuid4().hex[:8]}"
     for number, question in enumerate(QUESTIONS, start=1):
         messages = [{"role": "user", "content": question}]

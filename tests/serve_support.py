@@ -1,5 +1,6 @@
-"""A served app on a real socket (uvicorn in a thread) for the serve tests, and the agents
-they serve: a model whose answers are computed from the request, with a dial for latency."""
+"""A served app on a real socket (uvicorn in a thread, as `agentbench serve` runs it) for the
+serve tests, and the agents they serve: a model whose answers are computed from the request,
+with a dial for latency and a gate a test opens; named keys."""
 
 from __future__ import annotations
 
@@ -9,15 +10,22 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
-import uvicorn
 
 from agentbench import Agent, ModelSettings, ToolCall, tool
 from agentbench.runtime.models import FunctionModel
-from agentbench.serve import ServeSettings, Service, create_app
+from agentbench.serve import (
+    Caller,
+    DrainingServer,
+    Keyring,
+    ServeSettings,
+    Service,
+    server_config,
+)
 
 
 @tool(effect="read_only")
@@ -33,13 +41,14 @@ def order_status(order_id: str) -> dict[str, Any]:
 @dataclass
 class Desk:
     """The served agent's model: looks the order up once, then answers. `delay_s` is awaited
-    on every call; `in_flight`/`most_in_flight` count calls under way at once."""
+    on every call, and each call waits until the file `gate` exists (a test in another process
+    opens it); `in_flight`/`most_in_flight` count calls under way at once."""
 
     delay_s: float = 0.0
     in_flight: int = 0
     most_in_flight: int = 0
     calls: int = 0
-    release: asyncio.Event | None = field(default=None, repr=False)
+    gate: Path | None = None
 
     async def __call__(self, request: dict[str, Any]) -> Any:
         self.calls += 1
@@ -48,6 +57,9 @@ class Desk:
         try:
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
+            # A file another process makes: no event can cross that boundary, so it is polled.
+            while self.gate is not None and not self.gate.exists():  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
             messages = request["messages"]
             last = messages[-1]
             if last["role"] == "tool":
@@ -76,9 +88,7 @@ def served(service: Service) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(service), log_level="warning", timeout_graceful_shutdown=5)
-    )
+    server = DrainingServer(server_config(service, log_level="warning"), service)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -97,3 +107,8 @@ def service_for(*agents: Agent, store: Any = None, **settings: Any) -> Service:
     return Service(
         {agent.name: agent for agent in agents}, settings=ServeSettings(**settings), store=store
     )
+
+
+def keyring(keys: dict[str, str], admins: tuple[str, ...] = ()) -> Keyring:
+    """Named keys, as a key file would give them (`admins`: the names that may read all)."""
+    return Keyring((Caller(name, admin=name in admins), key) for name, key in keys.items())

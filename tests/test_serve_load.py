@@ -1,5 +1,6 @@
 """`agentbench serve` under load: the concurrency limit, the queue bound and 429s, timeouts,
-clients that go away — every run accounted for in the store."""
+clients that go away, clients too slow to send a request — every run accounted for in the
+store, no socket held by a client that does not keep time."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import openai
 import pytest
 from serve_support import Desk, desk_agent, served, service_for
 
+from agentbench.serve import Caller
 from agentbench.trace import TraceStore
 
 QUESTION = [{"role": "user", "content": "Where is my order A17?"}]
@@ -108,8 +110,8 @@ def test_a_client_that_disconnects_mid_stream_cancels_its_run(tmp_path) -> None:
             assert first.startswith("data: ")
             _wait_for(lambda: desk.calls == 1)
         # The stream is closed: the server notices and cancels the run.
-        _wait_for(lambda: service.runs.get(run_id).done)
-        assert service.runs.get(run_id).stop_reason == "cancelled"
+        _wait_for(lambda: service.runs.get(run_id, Caller("local")).done)
+        assert service.runs.get(run_id, Caller("local")).stop_reason == "cancelled"
     store.close()
     assert _stored(TraceStore(tmp_path / "traces.duckdb")) == {run_id: "cancelled"}
 
@@ -123,7 +125,7 @@ def test_a_client_that_disconnects_while_waiting_cancels_its_run(tmp_path) -> No
         body = b'{"model": "desk", "messages": [{"role": "user", "content": "hi"}]}'
         with socket.create_connection((host, int(port))) as conn:
             conn.sendall(
-                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: "
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: "
                 b"application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
             )
             _wait_for(lambda: desk.calls == 1)
@@ -140,3 +142,44 @@ def _wait_for(condition, timeout_s: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting")
         time.sleep(0.01)
+
+
+def _closed_by_server(conn: socket.socket) -> bytes:
+    """What the server sent before closing `conn` (a server that holds it open fails the
+    test at the socket's timeout: the slow client would have kept its socket)."""
+    received = b""
+    while True:
+        chunk = conn.recv(4096)
+        if not chunk:
+            return received
+        received += chunk
+
+
+def test_slow_clients_hold_no_socket_past_the_read_deadlines() -> None:
+    """300 slowloris sockets (headers never finished), a socket that says nothing, a body
+    that trickles: each is closed at its deadline, late bodies answered 408, while a client
+    that keeps time is served."""
+    service = service_for(desk_agent(), header_timeout_s=0.5, body_timeout_s=0.5)
+    with served(service) as url:
+        host, port = url.removeprefix("http://").split(":")
+        slow = [socket.create_connection((host, int(port)), timeout=30) for _ in range(300)]
+        for conn in slow:
+            conn.sendall(b"POST /v1/runs HTTP/1.1\r\nhost: 127.0.0.1\r\nx-slow: 1")
+        silent = socket.create_connection((host, int(port)), timeout=30)
+        trickle = socket.create_connection((host, int(port)), timeout=30)
+        trickle.sendall(
+            b"POST /v1/runs HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b'content-length: 40\r\n\r\n{"input": '
+        )
+        kept = [_closed_by_server(conn) for conn in slow]
+        said_nothing = _closed_by_server(silent)
+        late_body = _closed_by_server(trickle)
+        with httpx.Client(base_url=url) as http:
+            served_meanwhile = http.post("/v1/runs", json={"input": "Where is A17?"})
+        for conn in (*slow, silent, trickle):
+            conn.close()
+    assert {answer.split(b"\r\n")[0] for answer in kept} == {b"HTTP/1.1 408 Request Timeout"}
+    assert said_nothing == b""
+    assert late_body.startswith(b"HTTP/1.1 408 Request Timeout")
+    assert b"connection: close" in late_body.lower()
+    assert served_meanwhile.status_code == 202

@@ -25,8 +25,12 @@ QUESTION = {"model": "desk", "messages": [{"role": "user", "content": "Where is 
 class Served:
     """`agentbench serve` in a child process, on a free port."""
 
-    def __init__(self, db: Path, delay_s: float, *args: str, target: str = AGENTS) -> None:
+    def __init__(
+        self, db: Path, delay_s: float, *args: str, target: str = AGENTS, gate: Path | None = None
+    ) -> None:
         env = {**os.environ, "AGENTBENCH_TEST_DELAY": str(delay_s)}
+        if gate is not None:
+            env["AGENTBENCH_TEST_GATE"] = str(gate)
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -118,6 +122,38 @@ def test_sigterm_lets_running_requests_finish_and_stores_them_all(tmp_path: Path
     assert _stop_reasons(db) == ["completed"] * 6
     with pytest.raises(httpx.TransportError):
         httpx.post(f"{served.url}/v1/chat/completions", json=QUESTION)
+
+
+def _draining(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz").status_code == 503
+    except httpx.TransportError:  # not listening: not draining either
+        return False
+
+
+@pytest.mark.server
+def test_during_the_drain_new_requests_are_answered_503_with_retry_after(tmp_path: Path) -> None:
+    """The listening socket stays open while running requests finish: a request arriving
+    then is told to go elsewhere (503, Retry-After), not refused a connection."""
+    db, gate = tmp_path / "traces.duckdb", tmp_path / "open"
+    served = Served(db, 0.0, "--drain", "60", gate=gate)
+    results: list = []
+    for _ in range(3):
+        _post_in_thread(served.url, results)
+    _wait_for(lambda: served.running() == 3)
+    served.process.send_signal(signal.SIGTERM)
+    _wait_for(lambda: _draining(served.url), lambda: "".join(served.log))
+    late = httpx.post(f"{served.url}/v1/chat/completions", json=QUESTION)
+    late_run = httpx.post(f"{served.url}/v1/runs", json={"input": "Where is A17?"})
+    health = httpx.get(f"{served.url}/healthz")
+    gate.touch()  # the running requests may finish now
+    served.stop()
+    _wait_for(lambda: len(results) == 3)
+    assert (late.status_code, late_run.status_code) == (503, 503)
+    assert late.headers["retry-after"] == "1" and late.json()["error"]["code"] == "draining"
+    assert health.json()["status"] == "draining" and health.json()["running"] == 3
+    assert results == [200] * 3
+    assert _stop_reasons(db) == ["completed"] * 3
 
 
 @pytest.mark.server

@@ -3,11 +3,10 @@ every request a stored trace."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,17 +15,26 @@ from agentbench.errors import UsageError
 from agentbench.loading import import_module, load_object
 from agentbench.trace.code_version import anchor
 
+if TYPE_CHECKING:
+    from agentbench.serve.callers import Keyring
+
 
 @click.command(
     epilog="""\b
 Examples:
   agentbench serve examples/served_desk.py:desk --port 8000
-  agentbench serve myapp.agents:router --concurrency 16 --api-key-env AGENTBENCH_SERVE_KEY
+  agentbench serve myapp.agents:router --host 0.0.0.0 --keys /run/secrets/serve-keys
+  agentbench serve myapp.agents:router --concurrency 16 --api-key-env AGENTBENCH_SERVE_KEYS
   agentbench serve myapp.agents:triage --model gpt-4o-mini --base-url http://127.0.0.1:8080/v1
 """,
 )
 @click.argument("target")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; any but loopback needs keys (--keys or --api-key-env).",
+)
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
@@ -73,10 +81,33 @@ Examples:
     help="On SIGTERM, seconds running requests get to finish before they are cancelled.",
 )
 @click.option(
+    "--header-timeout",
+    "header_timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds a client gets to send a request's headers; then its connection is closed.",
+)
+@click.option(
+    "--body-timeout",
+    "body_timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds a client gets to send a request's body once its headers came; then 408.",
+)
+@click.option(
+    "--keys",
+    "key_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Key file: one 'name: key' a line ('name: key admin' may read every served run). "
+    "Every route but /healthz then needs 'Authorization: Bearer <key>'.",
+)
+@click.option(
     "--api-key-env",
     metavar="NAME",
-    help="Require 'Authorization: Bearer <key>' on every route but /healthz, the key read "
-    "from this environment variable.",
+    help="Keys from this environment variable: 'name: key' entries separated by commas or "
+    "newlines, or one bare key (the caller 'default').",
 )
 @click.option(
     "--model",
@@ -95,6 +126,9 @@ def serve(
     timeout_s: float,
     max_body: int,
     drain_s: float,
+    header_timeout_s: float,
+    body_timeout_s: float,
+    key_file: Path | None,
     api_key_env: str | None,
     model: str | None,
     base_url: str | None,
@@ -105,22 +139,25 @@ def serve(
     of agents) over HTTP: POST /v1/chat/completions (OpenAI-compatible, streaming too),
     POST /v1/runs (202; GET, DELETE, /events as SSE), GET /v1/models, /healthz, /metrics.
     Every request is recorded in the trace store with its request id, conversation id
-    (X-Conversation-Id or the `user` field) and code version."""
+    (X-Conversation-Id or the `user` field), code version and caller (its key's name); a
+    caller sees and cancels only the runs it started. Without keys the server is one user's
+    and listens on loopback only."""
     try:
-        import uvicorn
-
-        from agentbench.serve.app import create_app
+        from agentbench.serve.callers import is_loopback
+        from agentbench.serve.server import DrainingServer, server_config
         from agentbench.serve.service import ServeSettings, Service, agent_refs, served_agents
     except ImportError as exc:
         raise UsageError(
             f"agentbench serve needs the 'serve' extra ({exc.name} is missing): "
             "pip install 'agentbench[serve]'"
         ) from None
-    api_key = None
-    if api_key_env:
-        api_key = os.environ.get(api_key_env)
-        if not api_key:
-            raise UsageError(f"--api-key-env {api_key_env}: that environment variable is not set")
+    keys = _keys(key_file, api_key_env)
+    if not keys and not is_loopback(host):
+        raise UsageError(
+            f"--host {host}: without keys anyone who can reach that address could run the "
+            "agents and read every served run; give keys (--keys FILE or --api-key-env NAME) "
+            "or listen on 127.0.0.1"
+        )
     anchor(Path.cwd())  # the code version stamped on every trace is this checkout's
     loaded = load_object(target, what="agent", search_path=Path.cwd())
     agents = served_agents(loaded, target)
@@ -134,27 +171,34 @@ def serve(
         timeout_s=timeout_s,
         max_body_bytes=max_body,
         drain_s=drain_s,
-        api_key=api_key,
+        keys=keys,
+        header_timeout_s=header_timeout_s,
+        body_timeout_s=body_timeout_s,
     )
     service = Service(agents, settings=settings, model=chat_model, store=store, agent_refs=refs)
-    config = uvicorn.Config(
-        create_app(service),
-        host=host,
-        port=port,
-        log_level="info",
-        # A backstop only: the service answers and cancels what runs after --drain itself.
-        timeout_graceful_shutdown=round(drain_s) + 10,
-        access_log=True,
-    )
-    server = _server(config, service)
+    config = server_config(service, host=host, port=port, log_level="info", access_log=True)
+    server = DrainingServer(config, service)
     # Bound here, not by uvicorn, so --port 0 (any free port) can say which port it got.
     sock = _listen(host, port)
+    callers = f"{len(keys)} key(s)" if keys else "no keys: this user only, on loopback"
     click.echo(
         f"serving {', '.join(sorted(agents))} on http://{host}:{sock.getsockname()[1]}/v1 "
-        f"(store {store.path}; concurrency {concurrency}, queue {queue})",
+        f"(store {store.path}; concurrency {concurrency}, queue {queue}; {callers})",
         err=True,
     )
     server.run(sockets=[sock])
+
+
+def _keys(key_file: Path | None, variable: str | None) -> Keyring:
+    """The callers' keys from --keys and --api-key-env (both may be given)."""
+    from agentbench.serve.callers import KeyEntries, read_key_file, read_key_variable
+
+    entries = KeyEntries()
+    if key_file is not None:
+        read_key_file(key_file, entries)
+    if variable:
+        read_key_variable(variable, os.environ.get(variable), entries)
+    return entries.keyring()
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -171,24 +215,6 @@ def _listen(host: str, port: int) -> socket.socket:
     # Listening before the address is printed: a client that reads it may connect at once.
     sock.listen(2048)
     return sock
-
-
-def _server(config: Any, service: Any) -> Any:
-    """uvicorn's server, telling the service when a shutdown starts: new requests get 503 at
-    once, and the drain counts from the signal."""
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        async def serve(self, sockets: Any = None) -> None:
-            self._loop = asyncio.get_running_loop()
-            await super().serve(sockets=sockets)
-
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            # A signal handler: the service's drain starts in the loop, safely.
-            self._loop.call_soon_threadsafe(service.begin_shutdown)
-            super().handle_exit(sig, frame)
-
-    return Server(config)
 
 
 def _default_model(name: str | None, base_url: str | None) -> Any:

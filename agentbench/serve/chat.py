@@ -4,7 +4,9 @@ chunks it answers with.
 A served agent is a "model" whose answer is the agent's whole run: the client sends the
 conversation so far, the agent runs its own tools, and the final text comes back as one
 assistant message. What the agent cannot honour is refused by name rather than ignored:
-client-side tools (the agent has its own), several choices, non-text content.
+client-side tools (the agent has its own), several choices, non-text content, and text that
+is not Unicode (a lone surrogate, which no store or answer can hold). Context variables come
+in an extension field, `"agentbench": {"context": {...}}` (the openai SDK's `extra_body`).
 """
 
 from __future__ import annotations
@@ -12,13 +14,59 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from agentbench.runtime.completions import usage_body
 from agentbench.runtime.models import Usage
+from agentbench.serve.redaction import LONE_SURROGATE
 
 # What a client message may carry through to the agent (name: tool messages and named users).
 _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+# Stop reasons that are an answer; a brake's (max_iterations, loop_detected, token_budget) is
+# the finish_reason itself, so a client never takes a stopped run for a whole answer.
+_ANSWER_REASONS = ("completed", "business_stop", "handoff")
+
+
+def lone_surrogate(value: Any, path: str = "") -> str | None:
+    """Where in a parsed JSON value a string (or key) holds a lone surrogate, as
+    `messages[0].content`; None when there is none."""
+    if isinstance(value, str):
+        found = LONE_SURROGATE.search(value)
+        if found is None:
+            return None
+        return f"{path or 'body'} (\\u{ord(found.group()):04x} at character {found.start()})"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            inner = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and LONE_SURROGATE.search(key):
+                return f"a key in {path or 'body'}"
+            found_in = lone_surrogate(item, inner)
+            if found_in is not None:
+                return found_in
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found_in = lone_surrogate(item, f"{path}[{index}]")
+            if found_in is not None:
+                return found_in
+    return None
+
+
+class _UnicodeOnly(BaseModel):
+    """A request body whose strings must be Unicode text (refused with 400 otherwise)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_lone_surrogates(cls, data: Any) -> Any:
+        where = lone_surrogate(data)
+        if where is not None:
+            raise PydanticCustomError(
+                "lone_surrogate",
+                "{where} holds a lone surrogate: that is not Unicode text, so it can be "
+                "neither run nor stored; send the text whole (UTF-8)",
+                {"where": where},
+            )
+        return data
 
 
 class ChatMessage(BaseModel):
@@ -60,7 +108,17 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
-class ChatRequest(BaseModel):
+class ChatExtension(BaseModel):
+    """`"agentbench": {...}` in a chat request: what the OpenAI shape has no place for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    context: dict[str, Any] = Field(
+        default_factory=dict, description="The run's context variables (session scope)."
+    )
+
+
+class ChatRequest(_UnicodeOnly):
     """`POST /v1/chat/completions`: sampling settings are accepted and left to the agent's own
     model settings; what would change the contract of the answer is refused."""
 
@@ -75,6 +133,7 @@ class ChatRequest(BaseModel):
     tools: list[dict[str, Any]] | None = None
     functions: list[dict[str, Any]] | None = None
     tool_choice: Any = None
+    agentbench: ChatExtension = Field(default_factory=ChatExtension)
 
     @field_validator("n")
     @classmethod
@@ -96,7 +155,7 @@ class ChatRequest(BaseModel):
         return [message.as_input() for message in self.messages]
 
 
-class RunRequest(BaseModel):
+class RunRequest(_UnicodeOnly):
     """`POST /v1/runs`: one agent run in the background."""
 
     model_config = ConfigDict(extra="forbid")
@@ -113,8 +172,9 @@ class RunRequest(BaseModel):
 
 
 def finish_reason(stop_reason: str) -> str:
-    """How a run's end reads to a chat client: cut short by a brake is "length"."""
-    return "stop" if stop_reason in ("completed", "business_stop", "handoff") else "length"
+    """How a run's end reads to a chat client: "stop" for an answer; a brake's stop reason
+    (`max_iterations`, `loop_detected`, `token_budget`) when a brake stopped the run."""
+    return "stop" if stop_reason in _ANSWER_REASONS else stop_reason
 
 
 def completion(
@@ -126,7 +186,9 @@ def completion(
     usage: Usage,
     extra: dict[str, Any],
 ) -> dict[str, Any]:
-    """The whole answer as a `chat.completion` body."""
+    """The whole answer as a `chat.completion` body. A run a brake stopped before it had any
+    text has `content: null`: there is no answer, and `agentbench.stop_detail` says why."""
+    answered = stop_reason in _ANSWER_REASONS
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -135,7 +197,7 @@ def completion(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
+                "message": {"role": "assistant", "content": text if answered or text else None},
                 "finish_reason": finish_reason(stop_reason),
             }
         ],
@@ -155,8 +217,16 @@ class ChunkWriter:
             "model": agent,
         }
 
-    def delta(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {**self.base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    def delta(
+        self,
+        delta: dict[str, Any],
+        finish: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        chunk = {**self.base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        if extra is not None:
+            chunk["agentbench"] = extra
+        return chunk
 
     def usage(self, usage: Usage) -> dict[str, Any]:
         return {**self.base, "choices": [], "usage": usage_body(usage)}

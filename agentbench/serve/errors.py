@@ -49,6 +49,8 @@ def field_path(location: tuple[Any, ...] | list[Any]) -> str:
 async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     errors = exc.errors()
     first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
+    if first.get("type") == "lone_surrogate":  # not Unicode: a bad request, not a bad field
+        return error_response(400, first["msg"], code="invalid_unicode")
     if first.get("type") == "json_invalid" or tuple(first.get("loc", ())) == ("body",):
         # Not JSON at all (FastAPI only parses bodies labelled as JSON): say where it broke.
         try:

@@ -52,7 +52,8 @@ class ServeMetrics:
         )
         self.rejected = Counter(
             "agentbench_rejected_requests",
-            "Requests refused before running: overloaded (429), too large (413), unauthorized.",
+            "Requests refused before running: overloaded (429), too large (413), unauthorized "
+            "(401), not_local (403: a keyless server's Host or Origin), draining (503).",
             ["reason"],
             registry=self.registry,
         )

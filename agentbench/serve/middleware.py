@@ -1,4 +1,5 @@
-"""ASGI middleware around the routes: request ids, the bearer token, the body limit, metrics.
+"""ASGI middleware around the routes: request ids, callers and their keys, the body limit,
+metrics.
 
 Pure ASGI (not `BaseHTTPMiddleware`) so streamed answers pass through untouched and a
 client's disconnect still reaches the route.
@@ -6,7 +7,6 @@ client's disconnect still reaches the route.
 
 from __future__ import annotations
 
-import hmac
 import re
 import time
 import uuid
@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentbench.serve.callers import LOCAL, Caller, Keyring, is_loopback
 from agentbench.serve.metrics import ServeMetrics
 
 # Routes as metric labels: ids folded so the series stay few.
@@ -93,30 +94,74 @@ class RequestIds:
             self.metrics.request_seconds.labels(route).observe(time.perf_counter() - started)
 
 
-class BearerToken:
-    """With a key set, every route but /healthz needs `Authorization: Bearer <key>`."""
+class Callers:
+    """Who is asking, kept in the scope for the routes (`state["caller"]`).
 
-    def __init__(self, app: ASGIApp, key: str | None, metrics: ServeMetrics) -> None:
+    With keys, every route but /healthz needs `Authorization: Bearer <key>`, and the key names
+    the caller (401 otherwise). Without keys the server is one user's, bound to loopback (the
+    CLI refuses any other address), and a request is served only if it is addressed to a
+    loopback name (`Host`) and comes from no web page elsewhere (`Origin`): so a page the user
+    opens cannot reach the server through their browser, by a cross-site request or by DNS
+    rebinding (a hostile name resolving to 127.0.0.1).
+    """
+
+    def __init__(self, app: ASGIApp, keys: Keyring, metrics: ServeMetrics) -> None:
         self.app = app
-        self.expected = f"Bearer {key}".encode() if key else None
+        self.keys = keys
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.expected is None or scope["type"] != "http" or scope["path"] in _OPEN_PATHS:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = (_header(scope, b"authorization") or "").encode("latin-1")
-        if not hmac.compare_digest(given, self.expected):
-            self.metrics.rejected.labels("unauthorized").inc()
-            await _send_error(
-                send,
-                401,
-                "missing or wrong API key: send 'Authorization: Bearer <key>' with the key "
-                "the server was started with",
-                [(b"www-authenticate", b"Bearer")],
-            )
-            return
+        state = scope.setdefault("state", {})
+        if not self.keys:
+            refused = _not_local(scope)
+            if refused is not None:
+                self.metrics.rejected.labels("not_local").inc()
+                await _send_error(send, 403, refused)
+                return
+            state["caller"] = Caller(LOCAL)
+        elif scope["path"] not in _OPEN_PATHS:
+            scheme, _, token = (_header(scope, b"authorization") or "").partition(" ")
+            caller = self.keys.identify(token.strip()) if scheme.lower() == "bearer" else None
+            if caller is None:
+                self.metrics.rejected.labels("unauthorized").inc()
+                await _send_error(
+                    send,
+                    401,
+                    "missing or wrong API key: send 'Authorization: Bearer <key>' with a key "
+                    "the server was started with",
+                    [(b"www-authenticate", b"Bearer")],
+                )
+                return
+            state["caller"] = caller
         await self.app(scope, receive, send)
+
+
+def _not_local(scope: Scope) -> str | None:
+    """Why a request may not reach a keyless server, or None when it may."""
+    host = _header(scope, b"host")
+    if host is not None and not is_loopback(_host_name(host)):
+        return (
+            f"this server has no keys and answers only requests to a loopback address (Host "
+            f"{host[:100]!r}); start it with --keys FILE to serve other names"
+        )
+    origin = _header(scope, b"origin")
+    if origin is not None and not is_loopback(_host_name(origin.partition("://")[2] or origin)):
+        return (
+            f"this server has no keys and answers no web page but a local one (Origin "
+            f"{origin[:100]!r}); start it with --keys FILE to serve browsers elsewhere"
+        )
+    return None
+
+
+def _host_name(authority: str) -> str:
+    """`[::1]:8000` → `::1`; `localhost:8000` → `localhost`."""
+    authority = authority.rstrip("/").lower()
+    if authority.startswith("["):
+        return authority[1:].partition("]")[0]
+    return authority.rpartition(":")[0] if authority.count(":") == 1 else authority
 
 
 class BodyLimit:

@@ -1,17 +1,19 @@
 """Served runs: each request's agent conversation as a task the HTTP side can wait on,
 stream, cancel or look up later.
 
-A `ServedRun` keeps the events its conversation emitted (redacted, as JSON) so any number of
-subscribers — the chat stream of the request that started it, `GET /v1/runs/{id}/events`
-arriving late — see every event from the first, then the new ones as they happen. The store
-records the same events through its own hook, so what a client saw is what `agentbench
-traces show` shows. Finished runs are kept for a bounded number of lookups; after that
-`GET /v1/runs/{id}` answers from the store.
+A `ServedRun` keeps the events its conversation emitted so any number of subscribers — the
+chat stream of the request that started it, `GET /v1/runs/{id}/events` arriving late — see
+every event from the first, then the new ones as they happen, each redacted once (see
+`redaction`). The store records the same events through its own hook, so what a client saw
+is what `agentbench traces show` shows. A run belongs to the caller that started it (by its
+key's name), which alone may see or cancel it, an admin key aside. Finished runs are kept
+for a bounded number of lookups; after that `GET /v1/runs/{id}` answers from the store.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections import deque
@@ -19,15 +21,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
-
 from agentbench.evals.scorers.text import output_text
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel, Usage
 from agentbench.runtime.run_state import Deadline
 from agentbench.runtime.runner import Runner
 from agentbench.serve.admission import Ticket
-from agentbench.trace.redact import Redactor
+from agentbench.serve.callers import Caller
+from agentbench.serve.redaction import RunRedaction
+from agentbench.trace.redact import RedactionRules, Redactor
+
+log = logging.getLogger("agentbench")
 
 
 @dataclass
@@ -38,6 +42,8 @@ class ServedRun:
     agent: str
     request_id: str
     conversation_id: str | None
+    caller: str  # the name of the key that started it
+    redaction: RunRedaction = field(repr=False)
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     status: str = "queued"  # queued → running → finished
     stop_reason: str | None = None
@@ -47,10 +53,11 @@ class ServedRun:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     run_seconds: float | None = None
-    # The conversation's events as emitted; turned into redacted JSON only when someone
-    # subscribes to them (most requests never do), once per event.
+    # Why a brake stopped the run (its guard's message), for a client that got no answer.
+    stop_detail: str | None = None
+    # The conversation's events as emitted; redacted as JSON once each, when a subscriber
+    # asks or when the run finishes (its answer is shown only after all of them).
     events: list[Any] = field(default_factory=list, repr=False)
-    _frames: dict[int, bytes] = field(default_factory=dict, repr=False)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     _changed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
@@ -60,23 +67,35 @@ class ServedRun:
 
     @property
     def text(self) -> str:
+        """The answer's text, redacted (the run must be finished)."""
         return output_text(self.output)
 
     def add(self, event: Any) -> None:
         self.events.append(event)
         self._wake()
 
-    def frame(self, index: int, redactor: Redactor) -> bytes:
+    def frame(self, index: int) -> bytes:
         """Event `index` as redacted JSON (what `GET /v1/runs/{id}/events` sends)."""
-        data = self._frames.get(index)
-        if data is None:
-            event = self.events[index]
-            encoded = orjson.dumps(redactor.value(event.model_dump(mode="json")))
-            # Copied to its own size: orjson's result holds a buffer of at least 4 KB.
-            data = self._frames[index] = memoryview(encoded).tobytes()
-        return data
+        return self.redaction.frame(self.events, index)
+
+    def streamed_text(self, index: int) -> str:
+        """What the text delta at `index` releases of the answer, redacted."""
+        return self.redaction.text(self.events, index)
 
     def finish(self) -> None:
+        """Finished: output, error and why it stopped are replaced by what clients see."""
+        try:
+            self.redaction.settle(self.events)
+            self.output = self.redaction.shown(self.output)
+            self.error = self.redaction.shown(self.error)
+            self.stop_detail = self.redaction.shown(self.stop_detail)
+        except Exception as exc:  # a bug in redaction: withhold the answer, never hang
+            log.exception("run %s: its answer could not be redacted", self.id)
+            self.output = self.stop_detail = None
+            self.error = {
+                "type": type(exc).__name__,
+                "message": "the run's answer could not be redacted, so it is withheld",
+            }
         self.status = "finished"
         self.finished_at = datetime.now(UTC)
         self._wake()
@@ -90,7 +109,7 @@ class ServedRun:
         run is finished."""
         while True:
             changed = self._changed
-            while index < len(self.events):
+            while index < self.redaction.ready(self.events, self.done):
                 yield index, self.events[index]
                 index += 1
             if self.done:
@@ -109,12 +128,14 @@ class ServedRun:
         return self.task.cancel()
 
     def as_json(self) -> dict[str, Any]:
+        """`GET /v1/runs/{id}`'s body (output and error redacted once finished)."""
         return {
             "id": self.id,
             "object": "agent.run",
             "agent": self.agent,
             "status": self.status,
             "stop_reason": self.stop_reason,
+            "stop_detail": self.stop_detail,
             "output": self.output if self.done else None,
             "error": self.error,
             "usage": {
@@ -132,25 +153,33 @@ class ServedRun:
 
 @dataclass
 class Launch:
-    """What a run needs besides its agent: the model to use, where to store it."""
+    """What a run needs besides its agent: the model to use, where to store it, the rules
+    that redact what its caller is shown."""
 
     model: ChatModel | None
     store: Any  # a RunStore (a labelled TraceStore), or None
     deadline: Deadline | None  # from the request's arrival: the wait for a slot counts
+    redaction: RedactionRules = field(default_factory=RedactionRules)
 
 
 class RunRegistry:
     """The served runs of this process: running ones always, the last `keep` finished ones."""
 
-    def __init__(self, keep: int = 1000, redactor: Redactor | None = None) -> None:
+    def __init__(self, keep: int = 1000) -> None:
         self.keep = keep
-        self.redactor = redactor or Redactor()
         self._runs: dict[str, ServedRun] = {}
         self._done: deque[str] = deque()  # finished run ids, oldest first
         self.finished_callbacks: list[Any] = []
 
-    def get(self, run_id: str) -> ServedRun | None:
-        return self._runs.get(run_id)
+    def get(self, run_id: str, caller: Caller) -> ServedRun | None:
+        """The run with exactly this id, if `caller` may see it."""
+        run = self._runs.get(run_id)
+        return run if run is not None and caller.may_see(run.caller) else None
+
+    def own(self, run_id: str, caller: Caller) -> ServedRun | None:
+        """The run with exactly this id, if `caller` started it (what it may cancel)."""
+        run = self._runs.get(run_id)
+        return run if run is not None and run.caller == caller.name else None
 
     @property
     def active(self) -> list[ServedRun]:
@@ -163,6 +192,7 @@ class RunRegistry:
         *,
         ticket: Ticket,
         launch: Launch,
+        caller: Caller,
         context: dict[str, Any] | None = None,
         request_id: str | None = None,
         conversation_id: str | None = None,
@@ -172,6 +202,8 @@ class RunRegistry:
             agent=agent.name,
             request_id=request_id or f"req_{uuid.uuid4().hex[:16]}",
             conversation_id=conversation_id,
+            caller=caller.name,
+            redaction=RunRedaction(Redactor(launch.redaction)),
         )
         self._runs[run.id] = run
         run.task = asyncio.create_task(
@@ -206,6 +238,7 @@ class RunRegistry:
                     timeout_s=launch.deadline,
                 )
             run.stop_reason = result.stop_reason.value
+            run.stop_detail = _brake_message(run.events)
             run.output = result.output
             run.usage = sum((r.usage for r in result.runs or [result]), Usage())
             if result.error is not None:
@@ -240,3 +273,11 @@ class RunRegistry:
         tasks = [run.task for run in self.active if run.task is not None]
         if tasks:
             await asyncio.wait(tasks)
+
+
+def _brake_message(events: list[Any]) -> str | None:
+    """What the guard that stopped the run said, if one did."""
+    for event in reversed(events):
+        if event.kind == "guard_triggered" and event.action == "stop":
+            return str(event.message)
+    return None

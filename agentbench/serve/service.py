@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agentbench.errors import UsageError
+from agentbench.errors import InstructionsError, UsageError
 from agentbench.runtime.agent import Agent
+from agentbench.runtime.context import Context, RunContext
 from agentbench.runtime.models import ChatModel
 from agentbench.runtime.run_state import Deadline
 from agentbench.serve.admission import Admission, Ticket
+from agentbench.serve.callers import Caller, Keyring
 from agentbench.serve.metrics import ServeMetrics
 from agentbench.serve.runs import Launch, RunRegistry, ServedRun
+from agentbench.trace.redact import RedactionRules
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,13 @@ class ServeSettings:
     timeout_s: float | None = 300.0  # per request, queue wait included
     max_body_bytes: int = 1_000_000
     drain_s: float = 30.0  # on SIGTERM, how long running requests may finish
-    api_key: str | None = field(default=None, repr=False)
+    # The callers' named keys; none: one user, on loopback only (see `callers`).
+    keys: Keyring = field(default_factory=Keyring)
     keep_finished: int = 1000  # finished runs answerable from memory
+    # A client gets this long to send a request's headers, then this long for its body;
+    # past either the connection is closed (a slow client holds no socket for long).
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
 
 
 def agent_refs(ref: str, target: Any, agents: Mapping[str, Agent], module: Any) -> dict[str, str]:
@@ -91,6 +99,14 @@ class Service:
         self.model = model
         self.store = store
         self.metrics = ServeMetrics()
+        # The store's rules with the callers' keys as secrets: a key pasted into a message is
+        # masked in the store and in every answer, like the secrets of this environment.
+        rules = store.redaction if store is not None else RedactionRules()
+        self.redaction = replace(
+            rules, secret_values=(*rules.secret_values, *self.settings.keys.secrets)
+        )
+        if store is not None:
+            store.redaction = self.redaction
         self.runs = RunRegistry(keep=self.settings.keep_finished)
         self.runs.finished_callbacks.append(self._count)
         self._admission: Admission | None = None
@@ -123,6 +139,7 @@ class Service:
         conversation: str | list[dict[str, Any]],
         *,
         ticket: Ticket,
+        caller: Caller,
         context: dict[str, Any] | None = None,
         request_id: str | None = None,
         conversation_id: str | None = None,
@@ -133,21 +150,34 @@ class Service:
                 request_id=request_id,
                 conversation_id=conversation_id,
                 agent_ref=self.agent_refs.get(agent.name),
+                caller=caller.name,
             )
         # The runner's model serves every agent of the conversation (handoff targets too).
         model = self.model or agent.model
         limit = self.settings.timeout_s
         deadline = None if limit is None else Deadline.after(limit, "the server's --timeout")
-        launch = Launch(model=model, store=store, deadline=deadline)
+        launch = Launch(model=model, store=store, deadline=deadline, redaction=self.redaction)
         return self.runs.start(
             agent,
             conversation,
             ticket=ticket,
             launch=launch,
+            caller=caller,
             context=context,
             request_id=request_id,
             conversation_id=conversation_id,
         )
+
+    @staticmethod
+    def missing_variable(agent: Agent, context: dict[str, Any]) -> InstructionsError | None:
+        """Why the agent's instructions cannot be written with `context` (a variable they
+        use that it lacks), found before a run starts; None when they can."""
+        variables = RunContext("", agent.name, Context.of(context)).variables  # as a run's
+        try:
+            agent.template.render(variables)
+        except InstructionsError as exc:
+            return exc
+        return None
 
     def _count(self, run: ServedRun) -> None:
         self.metrics.runs.labels(run.agent, run.stop_reason or "unknown").inc()

@@ -1,4 +1,11 @@
-"""Runs this server no longer holds in memory, answered from its store."""
+"""Runs this server no longer holds in memory, answered from its store.
+
+Only served runs are answered — runs stamped with the caller that started them — and only to
+that caller (or an admin key): whatever else the store holds (evaluations, replays, runs
+another program recorded) is not this server's to show. Ids match exactly, never by prefix,
+so no id can be guessed a piece at a time. What is shown is redacted again with the server's
+rules (the store redacted it when it was written, perhaps under other rules).
+"""
 
 from __future__ import annotations
 
@@ -7,42 +14,48 @@ from typing import Any
 import orjson
 
 from agentbench.replay.stored_events import events_of
-from agentbench.trace.errors import RunNotFoundError
+from agentbench.serve.callers import Caller
+from agentbench.serve.redaction import dumps, well_formed
+from agentbench.trace import queries
+from agentbench.trace.redact import Redactor
+from agentbench.trace.schema import RunTrace
 from agentbench.trace.store import TraceStore
 
 
-def _trace(store: TraceStore, run_id: str) -> Any:
-    if not run_id.startswith("run_") and len(run_id) < 8:
-        return None  # a short prefix would match by accident; ids here are whole
-    try:
-        return store.run(run_id)
-    except RunNotFoundError:
-        return None
-
-
-def _conversation(store: TraceStore, trace: Any) -> list[Any]:
-    """The run and every run it led to (handoffs, their handoffs), in the order they started."""
-    traces = [trace]
-    for child in trace.children:
-        traces.extend(_conversation(store, store.run(child.run_id)))
+def _conversation(store: TraceStore, run_id: str, caller: Caller) -> list[RunTrace] | None:
+    """The run and every run it led to (handoffs, their handoffs) in the order they started;
+    None when there is no such run that `caller` may see."""
+    with store.reading() as conn:
+        row = conn.execute("SELECT caller FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        if row is None or not caller.may_see(row[0]):
+            return None
+        traces: list[RunTrace] = []
+        waiting = [run_id]
+        while waiting:
+            trace = queries.load_run(conn, waiting.pop(), store.path)
+            traces.append(trace)
+            waiting.extend(child.run_id for child in trace.children)
     return sorted(traces, key=lambda t: t.run.started_at)
 
 
-def stored_run(store: TraceStore, run_id: str) -> dict[str, Any] | None:
-    """`GET /v1/runs/{id}`'s body for a stored run (None: not stored)."""
-    trace = _trace(store, run_id)
-    if trace is None:
+def stored_run(
+    store: TraceStore, run_id: str, caller: Caller, redactor: Redactor
+) -> dict[str, Any] | None:
+    """`GET /v1/runs/{id}`'s body for a stored run (None: not one `caller` may see)."""
+    runs = _conversation(store, run_id, caller)
+    if runs is None:
         return None
-    runs = _conversation(store, trace)
-    run = trace.run.decoded()
+    root = next(t for t in runs if t.run.run_id == run_id)
+    run = root.run.decoded()
     last = runs[-1].run.decoded()
     error = last.get("error")
-    return {
+    body = {
         "id": run["run_id"],
         "object": "agent.run",
         "agent": run["agent"],
         "status": "finished" if run["status"] != "incomplete" else "incomplete",
         "stop_reason": last.get("stop_reason"),
+        "stop_detail": _brake_message(runs[-1]),
         "output": last.get("output"),
         "error": {"type": error.get("type"), "message": error.get("message")} if error else None,
         "usage": {
@@ -56,12 +69,25 @@ def stored_run(store: TraceStore, run_id: str) -> dict[str, Any] | None:
         "finished_at": last.get("finished_at"),
         "events": f"/v1/runs/{run['run_id']}/events",
     }
+    return well_formed(redactor.value(body))  # type: ignore[no-any-return]
 
 
-def stored_events(store: TraceStore, run_id: str) -> list[tuple[str, bytes]] | None:
-    """The stored run's events (and its children's, in order) as (kind, JSON) pairs."""
-    trace = _trace(store, run_id)
-    if trace is None:
+def stored_events(
+    store: TraceStore, run_id: str, caller: Caller, redactor: Redactor
+) -> list[tuple[str, bytes]] | None:
+    """The stored run's events (and its children's, in order) as (kind, redacted JSON)."""
+    runs = _conversation(store, run_id, caller)
+    if runs is None:
         return None
-    events = [event for run in _conversation(store, trace) for event in events_of(run)]
-    return [(event.kind, orjson.dumps(event.model_dump(mode="json"))) for event in events]
+    events = [event for run in runs for event in events_of(run)]
+    return [(event.kind, dumps(redactor.value(event.model_dump(mode="json")))) for event in events]
+
+
+def _brake_message(trace: RunTrace) -> str | None:
+    """What the guard that stopped the run said, if one did (as `ServedRun.stop_detail`)."""
+    for record in reversed(trace.events):
+        if record.kind == "guard_triggered":
+            payload = orjson.loads(record.payload)
+            if payload.get("action") == "stop":
+                return str(payload.get("message"))
+    return None
