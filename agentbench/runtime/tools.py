@@ -362,6 +362,15 @@ def _ok(value: Any, started: float, limit: int) -> ToolResult:
     return built(ToolResult, fields)
 
 
+def settled(value: Any, started: float, limit: int) -> ToolResult:
+    """What `Tool.run` makes of what a tool gave (its data, or a ToolResult): the time since
+    `started`, text cut to `limit`. For a tool that runs its calls itself (an MCP tool keeps
+    its own timeout, to say what became of a server that did not answer)."""
+    if isinstance(value, ToolResult):
+        return _finish(value, started, limit)
+    return _ok(value, started, limit)
+
+
 def _finish(result: ToolResult, started: float, limit: int) -> ToolResult:
     update: dict[str, Any] = {"duration_ms": (time.perf_counter() - started) * 1000}
     if result.kind is ResultKind.OK and not isinstance(result.data, _SCALAR):
