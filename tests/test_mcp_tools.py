@@ -17,7 +17,6 @@ import pytest
 pytest.importorskip("mcp")
 pytest.importorskip("mcp_server_time")
 
-import httpx2
 from mcp import types
 
 from agentbench import Agent, ResultKind, Runner, ScriptedModel, ToolCall, tool
@@ -33,6 +32,7 @@ from agentbench.runtime.mcp import (
 from agentbench.runtime.mcp import connection as conn
 from agentbench.runtime.mcp.tools import tool_result
 from agentbench.runtime.tools import BusinessFailure, Effect
+from tests.mcp_servers import serving_over_http
 
 ROOT = Path(__file__).resolve().parent.parent
 TIME = StdioServer([sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"])
@@ -253,34 +253,10 @@ def test_a_broken_snapshot_names_the_file(tmp_path: Path) -> None:
 
 
 # -- over HTTP -----------------------------------------------------------------------------------
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def http_faults() -> Any:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.mcp_servers.faults", "--http", str(port)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx2.get(url, timeout=1)
-            break
-        except httpx2.HTTPError:
-            time.sleep(0.1)
-    yield url
-    process.terminate()
-    process.wait(10)
+    with serving_over_http() as url:
+        yield url
 
 
 async def test_http_server_tools(http_faults: str) -> None:

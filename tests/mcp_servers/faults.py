@@ -1,28 +1,40 @@
-"""An MCP server that misbehaves on request: slow, crashing, `isError`, a malformed schema.
+"""An MCP server that misbehaves on request: slow, stuck, crashing, `isError`, a malformed schema,
+answers too large to read, a huge JSON-RPC error, a child process left behind.
 
-    python -m tests.mcp_servers.faults            # stdio
-    python -m tests.mcp_servers.faults --http PORT
+    python -m tests.mcp_servers.faults                    # stdio
+    python -m tests.mcp_servers.faults --http PORT        # answers as server-sent events
+    python -m tests.mcp_servers.faults --http-json PORT   # answers as JSON bodies
 
 `FAULTS_BAD_SCHEMA=1` makes `tools/list` describe `echo` with an input schema that is not a
 JSON Schema (a property typed "strng"), as a server with a hand-written schema might.
 `FAULTS_CRASH_ON_START=1` makes the process exit before it answers anything, and
-`FAULTS_HANG_ON_START=1` makes it never answer the handshake.
+`FAULTS_HANG_ON_START=1` makes it never answer the handshake. `FAULTS_STARTED=PATH` makes
+`slow` and `stall` create PATH once they have begun (a test's cue, instead of a guessed delay).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations
 
 server = MCPServer("agentbench-faults", version="1")
 CALLS = {"count": 0}
+
+
+def _say_started() -> None:
+    started = os.environ.get("FAULTS_STARTED")
+    if started:
+        Path(started).write_text(str(os.getpid()))
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -41,8 +53,37 @@ def count() -> dict[str, int]:
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 async def slow(seconds: float) -> str:
     """Answer after `seconds`."""
+    _say_started()
     await asyncio.sleep(seconds)
     return f"slept {seconds}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def stall(seconds: float = 3600) -> str:
+    """Stop answering anything for `seconds`: the server's event loop is blocked, so pings go
+    unanswered too (an async tool that sleeps without awaiting, as a stuck server does)."""
+    _say_started()
+    time.sleep(seconds)  # noqa: ASYNC251 - blocking the loop is the fault
+    return f"stalled {seconds}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def big(size: int) -> str:
+    """Answer with `size` characters of text."""
+    return "x" * size
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def big_error(size: int) -> str:
+    """Answer with a JSON-RPC error whose message is `size` characters long."""
+    raise MCPError(code=-32603, message="E" * size)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+def spawn_child() -> dict[str, int]:
+    """Start a long-lived child process (in the server's process group) and say its pid."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    return {"child": child.pid, "server": os.getpid()}
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
@@ -94,8 +135,11 @@ def main() -> None:
     if os.environ.get("FAULTS_CRASH_ON_START") == "1":
         print("faults: crashing on start as asked", file=sys.stderr)
         sys.exit(7)
-    if len(sys.argv) == 3 and sys.argv[1] == "--http":
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    if len(sys.argv) == 3 and sys.argv[1] in ("--http", "--http-json"):
+        json_response = sys.argv[1] == "--http-json"
+        server.run(
+            "streamable-http", host="127.0.0.1", port=int(sys.argv[2]), json_response=json_response
+        )
     else:
         server.run()
 

@@ -11,8 +11,13 @@ A server starts on first use (listing its tools or calling one), serves every ru
 process, and is stopped at interpreter exit. When its process dies (the connection closes),
 the next call starts a new one; the call that saw it die is repeated once on the new process
 if the tool is safe to repeat (read-only or idempotent), and otherwise fails with a system
-error that says it was not repeated. A server's stderr is kept in memory (its last lines go
-into error messages), never on the caller's terminal and never on disk.
+error that says it was not repeated. A call that runs out of its time, or is cancelled, is
+followed by a ping: a server that does not answer that either has stopped answering, and is
+stopped (its whole process group) so that the next call starts it again; the timed-out
+call's error says so. Restarts are bounded: after `max_restarts` in a row with no call
+answered between them, the server is not started again in this process. A server's stderr
+is kept in memory (its last lines go into error messages), never on the caller's terminal
+and never on disk.
 """
 
 from __future__ import annotations
@@ -26,11 +31,15 @@ import logging
 import os
 import threading
 from collections.abc import Coroutine
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from agentbench._version import __version__
 from agentbench.errors import AgentbenchError, UsageError, one_line
 from agentbench.runtime.mcp.servers import HttpServer, McpServer, StdioServer
+
+if TYPE_CHECKING:  # both import the SDK's dependencies (anyio, httpx2): only when used
+    from agentbench.runtime.mcp.http import HttpClient
+    from agentbench.runtime.mcp.stdio import StdioTransport
 
 log = logging.getLogger("agentbench.mcp")
 T = TypeVar("T")
@@ -38,6 +47,7 @@ T = TypeVar("T")
 INSTALL_HINT = "pip install 'agentbench[mcp]'"
 _STDERR_LINES = 40
 _CLOSE_TIMEOUT_S = 5.0
+PING_TIMEOUT_S = 5.0  # how long a server whose call was abandoned has to answer a ping
 
 
 class McpServerError(AgentbenchError):
@@ -46,6 +56,10 @@ class McpServerError(AgentbenchError):
 
 class ServerDied(McpServerError):  # noqa: N818 - a fact, reported as a tool's system error
     """The server's connection closed during a call."""
+
+
+class CallTimedOut(McpServerError):  # noqa: N818 - a fact, reported as a tool's system error
+    """A call had no answer within its timeout; the message says what became of the server."""
 
 
 def require_sdk() -> None:
@@ -83,6 +97,12 @@ class _StderrTail:
             self.file.close()
 
 
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    """Take a given-up call's outcome, so asyncio does not report it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
 def _flat(exc: BaseException) -> BaseException:
     """The first leaf of an exception group (anyio's task groups wrap what they raise)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -96,11 +116,15 @@ class Connection:
     def __init__(self, server: McpServer) -> None:
         self.server = server
         self.starts = 0  # processes (or HTTP sessions) started, for tests and messages
+        self.restarts_in_a_row = 0  # starts since the last call the server answered
         self._session: Any = None
         self._stop: asyncio.Event | None = None
         self._owner: asyncio.Task[None] | None = None
         self._lock: asyncio.Lock | None = None
         self._stderr: _StderrTail | None = None
+        self._process: StdioTransport | None = None  # the current stdio server
+        self._client: HttpClient | None = None  # the current HTTP session's client
+        self._checking: asyncio.Task[str] | None = None  # a ping after a call was abandoned
 
     @property
     def where(self) -> str:
@@ -114,9 +138,24 @@ class Connection:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
+            if self._checking is not None:
+                # A call was abandoned: whether this session still answers is being found.
+                await asyncio.wait({self._checking})
             if self._session is None:
+                self._count_restart()
                 await self._start()
             return self._session
+
+    def _count_restart(self) -> None:
+        if self.starts == 0:
+            return
+        limit = self.server.max_restarts
+        if self.restarts_in_a_row >= limit:
+            raise McpServerError(
+                f"{self.where} is not started again: it was restarted {limit} times in a row "
+                f"without answering a call in between (max_restarts={limit}){self.stderr_tail()}"
+            )
+        self.restarts_in_a_row += 1
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """Every tool of the server (all pages), as the JSON the server sent."""
@@ -135,21 +174,42 @@ class Connection:
             )
             cursor = page.next_cursor
             if cursor is None:
+                self.restarts_in_a_row = 0
                 return tools
 
-    async def call(self, name: str, arguments: dict[str, Any], *, repeatable: bool) -> Any:
-        """`tools/call`; a closed connection restarts the server, and a repeatable call is
-        made once more on the new one."""
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, repeatable: bool, timeout_s: float | None
+    ) -> Any:
+        """`tools/call` within `timeout_s`. A closed connection restarts the server, and a
+        repeatable call is made once more on the new one; a call without an answer in time
+        is followed by a ping, and a server that does not answer it is stopped."""
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
 
         for attempt in (1, 2):
             session = await self.session()
+            # Its own task: on a timeout the server is pinged before the call is given up
+            # (the SDK's cancel notice, sent then, waits behind a stuck server for 5 s).
+            asked = asyncio.create_task(session.call_tool(name, arguments))
+            asked.add_done_callback(_retrieved)
             try:
-                return await session.call_tool(name, arguments)
+                result = await asyncio.wait_for(asyncio.shield(asked), timeout_s)
+            except TimeoutError:
+                said = f"{self.where} did not answer {name!r} in time"
+                verdict = await asyncio.shield(self._check_soon(session))
+                asked.cancel()
+                raise CallTimedOut(said + verdict) from None
+            except asyncio.CancelledError:
+                asked.cancel()
+                self._check_soon(session)  # the next call waits for the verdict
+                raise
             except MCPError as exc:
                 if exc.code != CONNECTION_CLOSED:
+                    self.restarts_in_a_row = 0  # it answered, with an error
                     raise
+            else:
+                self.restarts_in_a_row = 0
+                return result
             await self._drop(session)
             if not repeatable:
                 raise ServerDied(
@@ -168,11 +228,71 @@ class Connection:
         raise AssertionError("unreachable")
 
     async def close(self) -> None:
+        if self._checking is not None:
+            self._checking.cancel()
         if self._session is not None:
             await self._drop(self._session)
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
+
+    # -- a server that may have stopped answering ----------------------------------------------
+    def _check_soon(self, session: Any) -> asyncio.Task[str]:
+        """The ping that follows an abandoned call (one at a time)."""
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.create_task(self._check(session))
+        return self._checking
+
+    async def _check(self, session: Any) -> str:
+        """Ping the server; one that does not answer is stopped, for the next call to start
+        again. What became of it, as the end of a sentence about the call."""
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        if session is not self._session:
+            return "; the server had been restarted already"
+        note = ""
+        if self._process is not None and self._process.dropped:  # perhaps this call's answer
+            note, self._process.dropped = f"; {self._process.dropped}", None
+        try:
+            async with asyncio.timeout(PING_TIMEOUT_S):
+                await session.send_ping()
+        except TimeoutError:
+            why = f"it did not answer a ping within {PING_TIMEOUT_S:g} s either"
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                return f"{note}; it still answers a ping, so it keeps running"
+            why = "its connection closed"
+        except Exception as exc:  # the ping could not be sent: the session is broken
+            why = f"a ping failed ({type(exc).__name__})"
+        else:
+            return f"{note}; it still answers a ping, so it keeps running"
+        if session is not self._session:  # closed meanwhile (the process is exiting)
+            return f"{note}; the server was closed meanwhile"
+        return f"{note}; {why}: {await self._stop_stuck(session)}"
+
+    async def _stop_stuck(self, session: Any) -> str:
+        """Stop a server that stopped answering: its whole process group, or its HTTP client."""
+        stdio = isinstance(self.server, StdioServer)
+        if stdio and self._process is not None:
+            self._process.kill()
+        elif self._client is not None:
+            self._client.stuck = True
+        # Cancelled, not asked to stop: what the session waits for, it would wait for in vain.
+        await self._drop(session, cancel=True)
+        limit = self.server.max_restarts
+        what = "it was stopped" if stdio else "its session was closed"
+        log.warning("%s stopped answering; %s", self.where, what)
+        if self.restarts_in_a_row >= limit:
+            return (
+                f"{what}, and is not started again: it was restarted {limit} times in a row "
+                f"without answering a call in between (max_restarts={limit})"
+            )
+        again = "starts it again" if stdio else "opens a new one"
+        return (
+            f"{what}, and the next call {again} (restart {self.restarts_in_a_row + 1} of at "
+            f"most {limit} in a row){self.stderr_tail()}"
+        )
 
     # -- the owner task ------------------------------------------------------------------------
     async def _start(self) -> None:
@@ -203,7 +323,8 @@ class Connection:
         if isinstance(exc, FileNotFoundError | PermissionError) and isinstance(
             self.server, StdioServer
         ):
-            return f"{self.where} could not be started: {exc.strerror}: {self.server.command[0]!r}"
+            what = exc.filename or self.server.command[0]
+            return f"{self.where} could not be started: {exc.strerror}: {what!r}"
         what = "could not be reached" if isinstance(self.server, HttpServer) else "failed to start"
         return (
             f"{self.where} {what}: {type(exc).__name__}: {one_line(exc, 300)}{self.stderr_tail()}"
@@ -239,31 +360,38 @@ class Connection:
     def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         server = self.server
         if isinstance(server, StdioServer):
-            from mcp import StdioServerParameters
-            from mcp.client.stdio import stdio_client
+            from agentbench.runtime.mcp.stdio import StdioTransport
 
             assert self._stderr is not None
-            params = StdioServerParameters(
-                command=server.command[0],
-                args=list(server.command[1:]),
-                env=dict(server.env) if server.env is not None else None,
-                cwd=server.cwd,
-            )
-            return stdio_client(params, errlog=self._stderr.file)
+            self._process = StdioTransport(server, self._stderr.file)
+            return self._process
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
-        client = create_mcp_http_client(headers=dict(server.headers or ()))
-        stack.push_async_callback(client.aclose)
-        return streamable_http_client(server.url, http_client=client)
+        from agentbench.runtime.mcp.http import HttpClient
 
-    async def _drop(self, session: Any) -> None:
-        """Stop the owner of `session` (the process with it) if it is still the current one."""
+        headers = dict(server.headers or ())
+        self._client = HttpClient(server.url, headers, server.max_message_bytes, self.where)
+        stack.push_async_callback(self._client.aclose)
+        stack.push_async_callback(self._client.end_session)  # after the transport, before aclose
+        # The bound is the client's (every response passes through it), not the SDK's event
+        # limit, which would fail an event over it as a closed connection.
+        return streamable_http_client(
+            server.url,
+            http_client=self._client.client,
+            terminate_on_close=False,
+            max_sse_event_size=None,
+        )
+
+    async def _drop(self, session: Any, *, cancel: bool = False) -> None:
+        """Stop the owner of `session` (the process with it) if it is still the current one;
+        `cancel` for a server that stopped answering (nothing is waited for on the way out)."""
         if session is not self._session:
             return
         self._session = None
         stop, owner = self._stop, self._owner
-        if stop is not None:
+        if cancel and owner is not None:
+            owner.cancel()
+        elif stop is not None:
             stop.set()
         if owner is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):

@@ -20,6 +20,7 @@ replay with the tools `recorded` never does.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from pydantic_core import PydanticCustomError
 from agentbench.errors import ToolDefinitionError, one_line
 from agentbench.runtime.context import RunContext
 from agentbench.runtime.mcp import connection as conn
+from agentbench.runtime.mcp.limits import too_large
 from agentbench.runtime.mcp.servers import McpServer
 from agentbench.runtime.tools import (
     DEFAULT_MAX_RESULT_CHARS,
@@ -40,10 +42,12 @@ from agentbench.runtime.tools import (
     Effect,
     Tool,
     ToolResult,
+    settled,
 )
 
 DEFAULT_MCP_TIMEOUT_S = 30.0
 SNAPSHOT_VERSION = 1
+_ERROR_CHARS = 500  # of a server's JSON-RPC error message, in a tool's system error
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -78,7 +82,7 @@ class McpTool(Tool):
         )
         self.parameters = _checked_schema(server, self.remote_name, spec.get("inputSchema"))
         self._validator = validator_for(self.parameters)(self.parameters)
-        self.fn = self._call
+        self.fn = self._call_directly
         self.__name__ = name
         self.__doc__ = self.description
 
@@ -112,35 +116,70 @@ class McpTool(Tool):
 
     async def run(self, kwargs: dict[str, Any], context: RunContext | None = None) -> ToolResult:
         """Start the server if it is not running (outside the tool's timeout, under the
-        server's startup_timeout_s), then call it under the timeout."""
+        server's startup_timeout_s), then call it under the timeout. Never raises.
+
+        The timeout is kept on the connection's side rather than by `Tool.run`: a call
+        without an answer is followed there by a ping, and its error says whether the
+        server still answers or was stopped for the next call to start it again."""
+        started = time.perf_counter()
         try:
             conn.require_sdk()
             link = conn.connection(self.server)
             await conn.run(link.session())
         except Exception as exc:
             return ToolResult.system_error(f"tool {self.name!r}: {one_line(exc)}")
-        return await super().run(kwargs, context)
+        try:
+            value = await self._call(link, kwargs)
+        except BusinessFailure as exc:
+            value = ToolResult.business_failure(exc.message, exc.data, stop=exc.stop)
+        except Exception as exc:  # what the SDK raises besides (as Tool.run reports it)
+            value = ToolResult.system_error(f"{type(exc).__name__}: {exc}")
+        return settled(value, started, self.max_result_chars)
 
-    async def _call(self, **arguments: Any) -> Any:
+    async def _call_directly(self, **arguments: Any) -> Any:
+        """`tool(**arguments)`: its data (BusinessFailure for `isError`), or a system error."""
+        conn.require_sdk()
+        return await self._call(conn.connection(self.server), arguments)
+
+    async def _call(self, link: conn.Connection, arguments: dict[str, Any]) -> Any:
         from mcp.shared.exceptions import MCPError
 
-        link = conn.connection(self.server)
         repeatable = self.idempotent or self.effect is Effect.READ_ONLY
+        call = link.call(
+            self.remote_name, arguments, repeatable=repeatable, timeout_s=self.timeout_s
+        )
         try:
-            result = await conn.run(link.call(self.remote_name, arguments, repeatable=repeatable))
+            result = await conn.run(call)
         except MCPError as exc:
             # A JSON-RPC error is the protocol's failure, never the tool's answer.
-            return ToolResult.system_error(
-                f"{link.where} answered {self.remote_name!r} with error {exc.code}: {exc.message}"
-            )
+            return ToolResult.system_error(protocol_error(link, self.remote_name, exc))
         except ValidationError as exc:
             return ToolResult.system_error(
                 f"{link.where} sent a result for {self.remote_name!r} that is not a valid "
                 f"CallToolResult: {one_line(exc, 300)}"
             )
+        except conn.CallTimedOut as exc:
+            return ToolResult.system_error(
+                f"tool {self.name!r} timed out after {self.timeout_s:g} s: {exc}"
+            )
         except conn.McpServerError as exc:
             return ToolResult.system_error(str(exc))
         return tool_result(result)
+
+
+def protocol_error(link: conn.Connection, tool: str, exc: Any) -> str:
+    """The system error for a JSON-RPC error answering `tool`: one too large to read says its
+    size and the limit; another's message is cut, saying how long it was."""
+    refused = too_large(exc.data)
+    if refused is not None:
+        return (
+            f"{link.where} answered {tool!r} with {refused.describe()}; it was dropped "
+            "unread, and the server keeps serving"
+        )
+    message = exc.message if isinstance(exc.message, str) else str(exc.message)
+    if len(message) > _ERROR_CHARS:
+        message = f"{message[:_ERROR_CHARS]}… [a message of {len(message):,} characters]"
+    return f"{link.where} answered {tool!r} with error {exc.code}: {message}"
 
 
 def effect_of(annotations: dict[str, Any]) -> Effect:
