@@ -221,4 +221,12 @@ def test_a_desk_served_to_several_callers_keeps_each_ones_runs_its_own(tmp_path:
     )
     callers = {orjson.loads(line)["caller"] for line in listed.stdout.splitlines()}
     assert callers == {"alice"}
+    shown = subprocess.run(
+        [sys.executable, "-m", "agentbench", "traces", "show", run, "--db", str(db)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "by tests/fixtures/served_agents.py:desk for caller alice" in shown.stdout
     assert all(key.encode() not in db.read_bytes() for key in KEYS.values())
