@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -77,21 +77,53 @@ def _short(value: Any, width: int) -> str:
 
 
 def around_difference(old: str, new: str, width: int) -> tuple[str, str]:
-    """Both strings cut to a window around where they first differ, so the change shows
-    (redacted first: a window must not cut a secret in half)."""
+    """Both strings cut to a window around where they differ, so the change shows (redacted
+    first: a window must not cut a secret in half).
+
+    The windows are shown redacted as whoever writes them redacts them; where that masks both
+    sides alike (a secret differs, or a fragment at a window's edge looks like one) the
+    difference is hidden, so the nearest later difference both sides of which still show is
+    taken instead — and the first one only if none shows."""
     redactor = Redactor()
     old, new = redactor.text(old), redactor.text(new)
+    first: tuple[str, str] | None = None
+    for at_old, at_new in _differences(old, new):
+        shown = (
+            redactor.text(_window(old, at_old, width)),
+            redactor.text(_window(new, at_new, width)),
+        )
+        if shown[0] != shown[1]:
+            return shown
+        first = first or shown
+    return first or (_window(old, len(old), width), _window(new, len(new), width))
+
+
+# How many differences `around_difference` looks through for one that shows, and the longest
+# texts it aligns to find those after the first (`difflib` takes time quadratic in length).
+_DIFFERENCES_TRIED = 16
+_ALIGNED_CHARS = 20_000
+
+
+def _differences(old: str, new: str) -> Iterator[tuple[int, int]]:
+    """Where `old` and `new` differ, nearest first, as (position in old, position in new):
+    the end of their common prefix, then the later differing stretches of the two aligned."""
     start = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), None)
     if start is None:
         start = min(len(old), len(new))
-    begin = max(0, start - width // 4)
+    yield start, start
+    if len(old) + len(new) > 2 * _ALIGNED_CHARS:
+        return
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    later = [(i, j) for tag, i, _, j, _ in matcher.get_opcodes() if tag != "equal" and i > start]
+    yield from later[: _DIFFERENCES_TRIED - 1]
+
+
+def _window(text: str, at: int, width: int) -> str:
+    """`text` around position `at`, quoted, `…` where it was cut."""
+    begin = max(0, at - width // 4)
     half = width // 2
-
-    def window(text: str) -> str:
-        cut = text[begin : begin + half]
-        return ("…" if begin else "") + repr(cut)[1:-1] + ("…" if begin + half < len(text) else "")
-
-    return f"'{window(old)}'", f"'{window(new)}'"
+    cut = text[begin : begin + half]
+    return f"'{'…' if begin else ''}{repr(cut)[1:-1]}{'…' if begin + half < len(text) else ''}'"
 
 
 def normalize(request: dict[str, Any]) -> dict[str, Any]:

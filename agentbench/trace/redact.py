@@ -11,6 +11,19 @@ Three kinds of rule, applied to nested values of any depth:
 * **known secret values**: the values of environment variables whose names are secret by the
   rule above (`OPENAI_API_KEY`, `DB_PASSWORD`…) are masked wherever they appear verbatim.
 
+**A secret seen once is masked everywhere.** A value a redactor masks because of where it was
+— under a secret key (`{"password": "…"}`, a header), as a pattern's secret (the token after
+`Bearer`), as the value of a `password=…` pair — is learned (`learned`): from then on it is a
+known secret value too, masked wherever it appears, and within one call to `value`, `text` or
+`json` the places before it as well. A recorder builds one redactor per run (a trial's turns
+and a conversation's handoffs share one), and masks the rows it made before a value was
+learned when the run ends (see `remask`); whoever writes about the run — results, a cassette,
+an answer — masks with the same redactor (`LabelledStore.redactor`). A value is learned only
+if it could not be ordinary text: at least `MIN_LEARNED_CHARS` (8) characters, the minimum the
+environment rule uses too — a one-character password must not mask every `a` in the store —
+not only digits, not the mask, not a secret key's own name; such a value is still masked in
+its own field.
+
 Strings that hold JSON (tool-call arguments, tool observations) are parsed and redacted by
 key too; only when something was masked is the text rewritten, and then only the masked values:
 separators, spacing and key order stay byte for byte, so a recording still reads as what was
@@ -22,7 +35,11 @@ around a change) may end in half a secret that no rule matches whole. So at a cu
 runtime's `…[truncated N of M chars]` marker or a bare `…` — the fragment next to it is masked
 when it could be part of a secret: a piece of a known secret value, a token that starts like
 one of the patterns (`sk-…`, after `Bearer `), or a run of letters and digits that looks like
-a key. Redaction is idempotent, so every writer can apply it again at its own boundary.
+a key — not a hex id (a commit SHA, a UUID, `run_3f9a…`): those name things, and a window
+around a changed one must show it (a configured pattern still masks one that is a secret).
+Redaction is idempotent, so every writer can apply it again at its own boundary, and never
+leaves invalid JSON: a mask is widened to whole escape sequences (see `json_escapes`), and a
+known value in JSON text is masked in the strings it is in, never in a number.
 
 Logs pass the same rules: agentbench's loggers carry a filter that masks each record's message
 and traceback before any handler writes them.
@@ -42,6 +59,7 @@ from typing import Any
 import orjson
 
 from agentbench.trace._json import dumps, plain
+from agentbench.trace.json_escapes import after_escape, ends_escape, opens_escape, widened
 
 MASK = "[REDACTED]"
 
@@ -92,6 +110,10 @@ _DEFAULT_TELLS: dict[str, tuple[str, ...]] = {
 }
 
 _MIN_ENV_SECRET_CHARS = 8
+# The shortest value learned from a field and then masked wherever it occurs (see `_learn`):
+# shorter ones — a four-letter password, a one-character one — would mask every occurrence of
+# a common word or letter; they are masked in their own field only.
+MIN_LEARNED_CHARS = _MIN_ENV_SECRET_CHARS
 _SCALARS = (bool, int, float)
 _CACHED_TEXT_CHARS = 4_096
 _TEXT_CACHE_ENTRIES = 4_096
@@ -108,20 +130,21 @@ _LOWER_TO_ASCII = ("\u0130", "\u212a")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")
 # Key/value pairs inside free text, e.g. a tool call echoed into the system prompt as
-# `login({"password": "…"})` (quotes possibly backslash-escaped), the same as Python shows a
-# dict (`{'password': '…'}`: a tool's result given to the model as its text), `?api_key=…` in
-# a URL, a quoted assignment (`api_key='…'` in a Python repr, `TOKEN="…"` in a shell line), or
-# a log or YAML line (`password: …`).
-# Each is tried where a secret key's name starts, the quoted keys one character before it.
+# `login({"password": "…"})` (quotes possibly backslash-escaped, once or more: JSON in JSON),
+# the same as Python shows a dict (`{'password': '…'}`: a tool's result given to the model as
+# its text), `?api_key=…` in a URL, a quoted assignment (`api_key='…'` in a Python repr,
+# `TOKEN="…"` in a shell line), or a log or YAML line (`password: …`).
+# Each is tried where a secret key's name starts (where its characters do, after any escape
+# sequence: `\u003epassword=`), the quoted keys one character before it.
 _EMBEDDED = (
-    (re.compile(r'"(?P<key>[A-Za-z0-9_.\-]{1,64})\\?"\s*:\s*\\?"(?P<value>[^"\\]+)'), -1),
+    (re.compile(r'"(?P<key>[A-Za-z0-9_.\-]{1,64})\\*"\s*:\s*\\*"(?P<value>[^"\\]+)'), -1),
     (re.compile(r"'(?P<key>[A-Za-z0-9_.\-]{1,64})'\s*:\s*'(?P<value>[^'\\]+)"), -1),
-    (re.compile(r"\b(?P<key>[A-Za-z0-9_.\-]{1,64})=(?P<value>[^\s&\"',;)\]}]+)"), 0),
-    (re.compile(r"\b(?P<key>[A-Za-z0-9_.\-]{1,64}) ?= ?\\?(?P<q>['\"])(?P<value>[^'\"\\]+)"), 0),
+    (re.compile(r"(?P<key>[A-Za-z0-9_.\-]{1,64})=(?P<value>[^\s&\"',;)\]}]+)"), 0),
+    (re.compile(r"(?P<key>[A-Za-z0-9_.\-]{1,64}) ?= ?\\*(?P<q>['\"])(?P<value>[^'\"\\]+)"), 0),
     (
         # An authorization scheme's name is not its secret: the patterns mask its token.
         re.compile(
-            r"\b(?P<key>[A-Za-z0-9_.\-]{1,64}):[ \t]*(?!(?:[Bb]earer|Basic)\s)"
+            r"(?P<key>[A-Za-z0-9_.\-]{1,64}):[ \t]*(?!(?:[Bb]earer|Basic)\s)"
             r"(?P<value>[^\s&\"',;)\]}]+)"
         ),
         0,
@@ -137,11 +160,17 @@ _TOKEN_CHARS = r"[A-Za-z0-9_\-.+/=~]"
 _TAIL_TOKEN = re.compile(_TOKEN_CHARS + r"+\Z")
 _HEAD_TOKEN = re.compile(r"\A" + _TOKEN_CHARS + "+")
 _AUTH_BEFORE = re.compile(r"\b(?:[Bb]earer|Basic)\s+\Z")
-# The start of a default pattern's match, running to the cut: (part of) a secret.
-_PARTIAL_SECRET = re.compile(r"\b(?:sk-|gh[pousr]_|xox[abprs]-|AKIA|eyJ)" + _TOKEN_CHARS + r"*\Z")
+# The start of a default pattern's match, running to the cut: (part of) a secret. (At the end
+# of an escape sequence, where `\b` cannot see the character it stands for: `_PARTIAL_AT`.)
+_PARTIAL_AT = re.compile(r"(?:sk-|gh[pousr]_|xox[abprs]-|AKIA|eyJ)" + _TOKEN_CHARS + r"*\Z")
+_PARTIAL_SECRET = re.compile(r"\b" + _PARTIAL_AT.pattern)
 _NAMED_VALUE_FIELDS = ("value", "old", "new")
 _MIN_PARTIAL = 4  # a piece of a known secret this long next to a cut is masked
 _MIN_TOKEN_LIKE = 8
+_AFTER_ESCAPE = 8_192  # the longest match looked for right after an escape sequence
+# Ids that are not secrets: hex in one case, possibly in dashed groups (a UUID), possibly after
+# a word and `_` or `-` (`run_3f9a…`, `req-…`).
+_HEX_ID = re.compile(r"(?:[A-Za-z]+[_-])?(?:[0-9a-f]+(?:-[0-9a-f]+)*|[0-9A-F]+(?:-[0-9A-F]+)*)")
 # One JSON scalar (string, number, literal), in document order: what a rewrite replaces.
 # What JSON text escapes: a known secret holding one of these is not verbatim in a document.
 _JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
@@ -213,6 +242,13 @@ class Redactor:
             if len(_compiled_rules) >= _COMPILED_ENTRIES:
                 _compiled_rules.clear()
             compiled = _compiled_rules[key] = _compile(self.rules, self._key_rules, values)
+        # Values this redactor masked as secrets (see `learned`), and whether some are not yet
+        # compiled into the rules it applies.
+        self.learned: set[str] = set()
+        self._stale = False
+        self._use(compiled)
+
+    def _use(self, compiled: _CompiledRules) -> None:
         self._hints = compiled.hints
         self._end_hints = compiled.end_hints
         self._hint_pattern = compiled.hint_pattern
@@ -226,12 +262,57 @@ class Redactor:
         self._texts: dict[str, str] = {}  # the same strings recur across a run's events
 
     def portable_rules(self) -> RedactionRules:
-        """These rules with the secret values this redactor found in the environment made
-        literal: what another process (the recording process, whose environment may differ
-        from this one's) redacts with to mask exactly what this redactor masks."""
-        return replace(
-            self.rules, secret_values=tuple(sorted(self._values)), mask_environment=False
-        )
+        """These rules with the secret values this redactor found in the environment, and
+        those it learned, made literal: what another process (the recording process, whose
+        environment may differ from this one's) redacts with to mask exactly what this
+        redactor masks."""
+        values = tuple(sorted(self._values | self.learned))
+        return replace(self.rules, secret_values=values, mask_environment=False)
+
+    def with_secrets(self, values: Iterable[str]) -> Redactor:
+        """A redactor applying these rules plus `values` (a run's learned secrets) as known
+        secret values: masked verbatim wherever they occur (those long enough, see `learned`)."""
+        rules = self.portable_rules()
+        extra = set(values) - set(rules.secret_values)
+        if not extra:
+            return self if not self.learned else Redactor(rules, environ={})
+        values = tuple(sorted({*rules.secret_values, *extra}))
+        return Redactor(replace(rules, secret_values=values), environ={})
+
+    # -- what a run taught it ----------------------------------------------------------------
+    def learn(self, values: Iterable[str]) -> None:
+        """Take `values` as secrets met elsewhere — what a replayed recording had masked,
+        what the recording process learned — to be masked from now on, as if this redactor
+        had masked them itself (the same rules for what is too short apply)."""
+        for value in values:
+            if isinstance(value, str):
+                self._learn(value)
+
+    def _learn(self, value: str) -> None:
+        """Remember a value masked as a secret — under a secret key, a pattern's secret, the
+        value of a `key=value` pair — to mask it wherever it occurs from now on. Too short
+        (under `MIN_LEARNED_CHARS`), only digits (a count or a time as often as a secret), the
+        mask itself, or a secret key's own name (`{"password": "password"}`: every key named
+        so would go): then it stays masked in its field only."""
+        if (
+            len(value) < MIN_LEARNED_CHARS
+            or value in self.learned
+            or value in self._values
+            or self.rules.mask in value
+            or value in self.rules.mask
+            or value.isdigit()
+            or (not any(c.isspace() for c in value) and self.is_secret_key(value))
+        ):
+            return
+        self.learned.add(value)
+        self._stale = True
+
+    def _refresh(self) -> None:
+        """Compile what was learned into the rules, before the next value is redacted (not in
+        the middle of one: a tool result holding many tokens compiles once)."""
+        self._stale = False
+        values = self._values | self.learned
+        self._use(_compile(self.rules, self._key_rules, set(values)))
 
     def _environment_secrets(self) -> list[str]:
         """Values of the environment variables whose names are secret."""
@@ -265,23 +346,33 @@ class Redactor:
 
     def value(self, value: Any) -> Any:
         """A redacted copy of `value` (containers are rebuilt; the input is never changed)."""
+        if self._stale:
+            self._refresh()
+        known = len(self.learned)
+        redacted = self._value(value)
+        if len(self.learned) > known:  # it taught a secret: mask it where it came earlier too
+            self._refresh()
+            redacted = self._value(value)
+        return redacted
+
+    def _value(self, value: Any) -> Any:
         kind = type(value)
         if kind is str:
-            return self.text(value)
+            return self._cached_text(value)
         if kind is dict:
             return self._dict(value)
         if kind is list or kind is tuple:
-            return [self.value(v) for v in value]
+            return [self._value(v) for v in value]
         if value is None or kind in _SCALARS:
             return value
         if isinstance(value, str):  # subclasses (enums) from here on: the slow path
-            return self.text(str(value))
+            return self._cached_text(str(value))
         if isinstance(value, dict):
             return self._dict(value)
         if isinstance(value, list | tuple):
-            return [self.value(v) for v in value]
+            return [self._value(v) for v in value]
         converted = plain(value)
-        return value if converted is value else self.value(converted)
+        return value if converted is value else self._value(converted)
 
     def clean(self, document: bytes | str) -> bool:
         """Would redaction leave every value in this JSON document as it is? True only when
@@ -292,6 +383,8 @@ class Redactor:
         a key is secret when its last word is a rule's, and `token` is not its last word.
         (False means: redact to find out.)
         """
+        if self._stale:
+            self._refresh()
         if not self._scannable:
             return False
         if isinstance(document, bytes):
@@ -306,6 +399,8 @@ class Redactor:
         and as much around it as any test reads is looked at. Every test needs a literal, a
         mark or a hint and the character after it inside the string; one that lies wholly
         outside the change was in the old string too, and the old string had none."""
+        if self._stale:
+            self._refresh()
         if not self._scannable:
             return False
         return self._clean_text(text[max(0, start - self._reach) : end + self._reach])
@@ -333,6 +428,8 @@ class Redactor:
         differently from what `value` makes of them (subclasses, dataclasses, dates, non-str
         keys) take the full path.
         """
+        if self._stale:
+            self._refresh()
         try:
             dumped = orjson.dumps(value, option=_NATIVE_ONLY)
         except TypeError:
@@ -346,14 +443,17 @@ class Redactor:
     def _dict(self, value: dict[Any, Any]) -> dict[Any, Any]:
         redacted = {}
         for key, item in value.items():
+            # A key is data too (a dict keyed by tokens): masked as any text is, so a secret
+            # seen elsewhere is not kept in a key.
+            shown = self._cached_text(key) if type(key) is str else key
             if self.is_secret_key(key if type(key) is str else str(key)):
-                redacted[key] = self._masked(item)
+                redacted[shown] = self._masked(item)
             elif type(item) is str:
-                redacted[key] = self.text(item)
+                redacted[shown] = self._cached_text(item)
             elif item is None or type(item) in _SCALARS:
-                redacted[key] = item
+                redacted[shown] = item
             else:
-                redacted[key] = self.value(item)
+                redacted[shown] = self._value(item)
         named = value.get("key", value.get("name"))
         if type(named) is str and self.is_secret_key(named):
             # A named value — a context change `{key, old, new}`, a header `{name, value}`:
@@ -369,6 +469,16 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """Mask secret patterns and known secret values in a string (and in JSON inside it)."""
+        if self._stale:
+            self._refresh()
+        known = len(self.learned)
+        redacted = self._cached_text(text)
+        if len(self.learned) > known:  # as in `value`
+            self._refresh()
+            redacted = self._cached_text(text)
+        return redacted
+
+    def _cached_text(self, text: str) -> str:
         if len(text) < _MIN_ENV_SECRET_CHARS:
             return text
         done = self._texts.get(text)
@@ -382,15 +492,31 @@ class Redactor:
 
     def document(self, text: str) -> str:
         """Mask secrets in a whole rendered file (HTML, XML, Markdown, a log line): patterns,
-        known values, `key: value` pairs and cut fragments, without parsing it as JSON."""
-        return self._text(text, parse_json=False)
+        known values, `key: value` pairs and cut fragments, without parsing it as JSON. Masks
+        never split an escape sequence (see `json_escapes`), so JSON in the file stays JSON."""
+        if self._stale:
+            self._refresh()
+        known = len(self.learned)
+        redacted = self._text(text, parse_json=False)
+        if len(self.learned) > known:  # as in `value`
+            self._refresh()
+            redacted = self._text(text, parse_json=False)
+        return redacted
 
     def _text(self, text: str, *, parse_json: bool = True) -> str:
-        text = self._mask_secrets(text)
+        masked = self._mask_secrets(text)
+        json_like = parse_json and text.lstrip()[:1] in ("{", "[")
+        if json_like and masked is not text:
+            # A known value or a pattern in JSON text: masked in the strings it is in, so a
+            # number or a key's quotes are never replaced, and the rest keeps its bytes.
+            parsed = self._json_text(text)
+            if parsed is not None:
+                return parsed
+        text = masked
         cut = any(mark in text for mark in _ELLIPSES)
         if not cut and not any(hint in text.lower() for hint in self._hints):
             return text
-        if parse_json and text.lstrip()[:1] in ("{", "["):
+        if json_like:
             parsed = self._json_text(text)
             if parsed is not None:
                 return parsed
@@ -406,17 +532,20 @@ class Redactor:
             if hint_start < done:
                 continue
             before = text[max(0, hint_start - 63) : hint_start]
-            key_start = hint_start - (len(before) - len(before.rstrip(_KEY_CHARS)))
+            key_start = after_escape(
+                text, hint_start - len(before) + len(before.rstrip(_KEY_CHARS))
+            )
             for pattern, offset in _EMBEDDED:
                 at = key_start + offset
                 found = pattern.match(text, at) if at >= 0 else None
                 if (
                     found is not None
                     and found.end("key") >= hint_end
-                    and found.group("value") != mask
+                    and not text.startswith(mask, found.start("value"))  # masked already
                     and self.is_secret_key(found.group("key"))
                 ):
-                    spans.append(found.span("value"))
+                    self._learn(found.group("value"))
+                    spans.append(widened(text, *found.span("value")))
                     done = found.end()
                     break
         if not spans:
@@ -424,8 +553,8 @@ class Redactor:
         out: list[str] = []
         last = 0
         for start, end in spans:
-            out += (text[last:start], mask)
-            last = end
+            out += (text[last : max(start, last)], mask)
+            last = max(last, end)
         out.append(text[last:])
         return "".join(out)
 
@@ -444,24 +573,65 @@ class Redactor:
         return sorted(spans)
 
     def _mask_secrets(self, text: str) -> str:
-        """Mask pattern matches and known secret values. Every match contains a trigger and
-        starts at it (or one character before: `Bearer` is found by `earer`), so the combined
-        regex is tried only there, not at every position of the text."""
-        if self._triggers is None:
-            return self._secrets.sub(self._replace, text)
+        """Mask pattern matches and known secret values (`text` itself when there are none).
+        A pattern's secret is learned. Each mask is widened to whole escape sequences."""
+        found = self._secret_matches(text)
+        if not found:
+            return text
         out: list[str] = []
+        done = 0
+        for match, offset in found:
+            start, end = self._secret_span(match)
+            start, end = widened(text, start + offset, end + offset)
+            out += (text[done : max(start, done)], self.rules.mask)
+            done = max(done, end)
+        out.append(text[done:])
+        return "".join(out)
+
+    def _secret_matches(self, text: str) -> list[tuple[re.Match[str], int]]:
+        """The matches of the secret values and patterns, in order, not overlapping, each
+        with where its string starts in `text` (a match right after an escape sequence is
+        made in a window starting there: a pattern's `\\b` would see the sequence's last
+        letter, `e` of `\\u003e`, instead of the `>` it stands for). Every match contains a
+        trigger and starts at it (or one character before: `Bearer` is found by `earer`), so
+        the combined regex is tried only there, not at every position of the text."""
+        if self._triggers is None:
+            return [(m, 0) for m in self._secrets.finditer(text) if m.end() > m.start()]
+        found: list[tuple[re.Match[str], int]] = []
         done = 0
         for trigger in self._triggers.finditer(text):
             for at in (trigger.start() - 1, trigger.start()):
-                found = self._secrets.match(text, at) if at >= done else None
-                if found is not None and found.end() > found.start():
-                    out += (text[done : found.start()], self._replace(found))
-                    done = found.end()
+                if at < done:
+                    continue
+                match, offset = self._secrets.match(text, at), 0
+                if match is None and ends_escape(text, at):
+                    match, offset = self._secrets.match(text[at : at + _AFTER_ESCAPE]), at
+                if match is not None and match.end() > match.start():
+                    found.append((match, offset))
+                    done = offset + match.end()
                     break
-        if not out:
-            return text
-        out.append(text[done:])
-        return "".join(out)
+        return found
+
+    def _secret_span(self, match: re.Match[str]) -> tuple[int, int]:
+        """What a match masks, in its string: a pattern's `secret` group, else all of it."""
+        name = match.lastgroup or ""
+        secret = f"s{name}"  # the alternative `p3` keeps its secret in `sp3`
+        if secret in match.re.groupindex and match.group(secret) is not None:
+            span = match.span(secret)
+        else:
+            span = match.span()
+        if int(name[1:] or 0) >= len(self._literals):  # a pattern's, not a known value
+            self._learn(match.string[span[0] : span[1]])
+        return span
+
+    def json_text(self, text: str) -> str:
+        """JSON text (a stored JSON column) with its strings and keys redacted, the rest byte
+        for byte: a secret is masked where it is in a string, never in a number or across
+        an escape sequence. Text that does not parse is redacted as text."""
+        if self._stale:
+            self._refresh()
+        redacted = self._json_text(text)
+        return self.text(text) if redacted is None else redacted
 
     def _json_text(self, text: str) -> str | None:
         """A string holding JSON, redacted by key; None if it is not JSON after all."""
@@ -469,7 +639,7 @@ class Redactor:
             parsed = orjson.loads(text)
         except orjson.JSONDecodeError:
             return None
-        redacted = self.value(parsed)
+        redacted = self._value(parsed)
         if redacted == parsed:
             return text  # nothing masked: keep the exact original text
         return _rewritten(text, parsed, redacted)
@@ -497,13 +667,18 @@ class Redactor:
         for secret in self._literals:
             for length in range(min(len(secret) - 1, len(piece)), _MIN_PARTIAL - 1, -1):
                 if piece.endswith(secret[:length]):
-                    return piece[:-length] + mask
+                    start, _ = widened(piece, len(piece) - length, len(piece))
+                    return piece[:start] + mask
         # Both patterns match only token characters running to the end, so searching from
         # the start of that last run finds what a search of the whole piece finds, without
-        # trying every earlier position (quadratic over long runs).
+        # trying every earlier position (quadratic over long runs). A run that begins in an
+        # escape sequence (`\u003eline2`) begins after it.
         run = _HEAD_TOKEN.match(piece[::-1])
-        tail = len(piece) - (run.end() if run is not None else 0)
+        start = len(piece) - (run.end() if run is not None else 0)
+        tail = after_escape(piece, start)
         partial = _PARTIAL_SECRET.search(piece, tail)
+        if partial is None and tail != start:
+            partial = _PARTIAL_AT.match(piece, tail)
         if partial is not None:
             return piece[: partial.start()] + mask
         token = _TAIL_TOKEN.search(piece, tail)
@@ -519,30 +694,25 @@ class Redactor:
         for secret in self._literals:
             for length in range(min(len(secret) - 1, len(piece)), _MIN_PARTIAL - 1, -1):
                 if piece.startswith(secret[-length:]):
-                    return mask + piece[length:]
+                    return mask + piece[widened(piece, 0, length)[1] :]
         token = _HEAD_TOKEN.match(piece)
         if token is not None and _token_like(token.group()):
             return mask + piece[token.end() :]
         return piece
 
     def _masked(self, value: Any) -> Any:
-        """The value under a secret key: scalars are masked; a dict is still searched by key,
-        so a JSON Schema property named `token` keeps its schema."""
+        """The value under a secret key: scalars are masked (text learned); a dict is still
+        searched by key, so a JSON Schema property named `token` keeps its schema."""
         if value is None or value == "" or isinstance(value, bool):
             return value
         if isinstance(value, dict):
-            return self.value(value)
+            return self._value(value)
         if isinstance(value, list | tuple):
             return [self._masked(v) for v in value]
-        return self.rules.mask
-
-    def _replace(self, match: re.Match[str]) -> str:
-        secret = f"s{match.lastgroup}"  # the alternative `p3` keeps its secret in `sp3`
-        if secret in match.re.groupindex and match.group(secret) is not None:
-            start, end = match.span(secret)
-            offset = match.start()
-            whole = match.group(0)
-            return whole[: start - offset] + self.rules.mask + whole[end - offset :]
+        if isinstance(value, str):
+            self._learn(value)
+            for match, _ in self._secret_matches(value):  # `Bearer …`: its token bare, too
+                self._secret_span(match)
         return self.rules.mask
 
 
@@ -668,8 +838,8 @@ def _cut_pieces(text: str) -> list[str]:
     pieces: list[str] = []
     last = 0
     for at in found:
-        if at < last:
-            continue
+        if at < last or (text.startswith("\\", at) and not opens_escape(text, at)):
+            continue  # an escaped backslash, then `u2026`: no ellipsis
         start, end = at, at + (1 if text.startswith("…", at) else len("\\u2026"))
         rest = _MARKER_REST.match(text, end)
         newline = next(
@@ -691,11 +861,14 @@ def _positions(text: str, part: str) -> Iterable[int]:
 
 
 def _token_like(fragment: str) -> bool:
-    """A run of letters and digits long enough to be (part of) a key or token."""
+    """A run of letters and digits long enough to be (part of) a key or token — and not a
+    hex id: a commit SHA, a UUID or `run_3f9a…` cut in a window names a thing, and masking it
+    hid what changed (a configured pattern still masks one that is a secret)."""
     return (
         len(fragment) >= _MIN_TOKEN_LIKE
         and any(c.isdigit() for c in fragment)
         and any(c.isalpha() for c in fragment)
+        and _HEX_ID.fullmatch(fragment) is None
     )
 
 
@@ -723,11 +896,12 @@ def _rewritten(text: str, original: Any, redacted: Any) -> str:
 
 def _scalar_pairs(original: Any, redacted: Any) -> Iterable[tuple[Any, Any]]:
     """(original, redacted) of every scalar, keys included, in document order (redaction
-    keeps the shape: it only replaces scalars)."""
+    keeps the shape: it only replaces scalars and keys, in place)."""
     if isinstance(original, dict):
-        for key, value in original.items():
-            yield key, key
-            yield from _scalar_pairs(value, redacted[key])
+        pairs = zip(original.items(), redacted.items(), strict=True)
+        for (key, value), (new_key, new_value) in pairs:
+            yield key, new_key
+            yield from _scalar_pairs(value, new_value)
     elif isinstance(original, list):
         for before, after in zip(original, redacted, strict=True):
             yield from _scalar_pairs(before, after)
