@@ -2,13 +2,19 @@
 
 A suite is recorded live (through the openai SDK, against the bundled server), run as a golden
 suite from its cassette, replayed, run again with a changed prompt (so request drift quotes the
-current requests), diffed, reported and exported; then every file under the test's folder, every
-text cell of every DuckDB store and Parquet file, every byte written to a journal, the console
-and the log are searched for each canary and for every 10-character piece of one (half a secret
-left at a cut is a leak too). The canaries: the values of secret-named environment variables,
-`Authorization` / `api-key` headers, secret-named keys at any depth, `sk-…` and `Bearer …`
-tokens, and secrets straddling the runtime's 2,000-character tool-result cut — in the input,
-context variables, tool arguments, tool results, model text, and a tool's error.
+current requests), diffed, reported, exported (Parquet, OpenTelemetry), a stored run replayed,
+and a run promoted to a case whose cassette is replayed; then every file under the test's
+folder, every text cell of every DuckDB store and Parquet file, every byte written to a
+journal, the console and the log are searched for each canary and for every 10-character piece
+of one (half a secret left at a cut is a leak too). The canaries: the values of secret-named
+environment variables, `Authorization` / `api-key` headers, secret-named keys at any depth,
+`sk-…` and `Bearer …` tokens, and secrets straddling the runtime's 2,000-character tool-result
+cut — in the input, context variables, tool arguments, tool results, model text, and a tool's
+error — and a password that only its tool argument's name (`password`) says is secret, also in
+the input (recorded before that argument), a tool's error, a tool's result and the answer.
+
+`scan` searches a folder, the journals, the console and the log: another path that writes
+(`serve`'s answers, say) plants the same canaries, runs, and asserts `scan(...)` finds nothing.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ CANARIES = {
     "env ACME_SERVICE_TOKEN (matches no pattern)": _token(),
     "api-key header in the model settings": _token(),
     "Authorization header in tool arguments": _token(),
-    "password in tool arguments": _token(),
+    "password in tool arguments, the input, a tool's error and result, the answer": _token(),
     "access_token in a tool result": _token(),
     "sk- token straddling the tool-result cut": _token("sk-"),
     "sk- token in a tool's error": _token("sk-"),
@@ -54,6 +60,7 @@ CANARIES = {
     "client_secret deep in a context variable": _token(),
 }
 C = CANARIES
+PASSWORD = C["password in tool arguments, the input, a tool's error and result, the answer"]
 MARKER = "visible-marker-7e7e"  # not secret: proves the scans read real content
 WINDOW = 10  # any piece of a canary this long found anywhere is a leak
 
@@ -75,6 +82,7 @@ def login(user: str, password: str, headers: dict) -> dict:
     return {
         "session": {"access_token": os.environ["CANARY_RESULT"], "user": user},
         "note": "connected with " + os.environ["ACME_SERVICE_TOKEN"] + " (visible-marker-7e7e)",
+        "greeting": "welcome back, " + password + " still works",
     }
 
 
@@ -96,7 +104,7 @@ def check(reason: str) -> str:
     Args:
         reason: Why.
     """
-    raise RuntimeError("upstream rejected " + os.environ["CANARY_ERROR"])
+    raise RuntimeError("upstream rejected " + os.environ["CANARY_ERROR"] + " for " + reason)
 
 
 agent = Agent(
@@ -126,7 +134,7 @@ def cases() -> str:
         "deep": {"nested": [{"client_secret": C["client_secret deep in a context variable"]}]},
     }
     case = {
-        "input": f"log me in; my key is {C['sk- token in the input']}",
+        "input": f"log me in; my key is {C['sk- token in the input']}, my password {PASSWORD}",
         "context": context,
         "expect": [{"tool_called": {"name": "login"}}],
     }
@@ -141,16 +149,13 @@ def respond(request: dict) -> object:
     done = sum(m["role"] == "tool" for m in request["messages"])
     if done == 0:
         headers = {"Authorization": f"Bearer {C['Authorization header in tool arguments']}"}
-        return ToolCall(
-            "login",
-            {"user": "ada", "password": C["password in tool arguments"], "headers": headers},
-        )
+        return ToolCall("login", {"user": "ada", "password": PASSWORD, "headers": headers})
     if done == 1:
         return [ToolCall("fetch_log", {"part": 1}), ToolCall("fetch_log", {"part": 2})]
     if done == 3:
-        return ToolCall("check", {"reason": "verify"})
+        return ToolCall("check", {"reason": f"verify {PASSWORD}"})
     bearer, key = C["Bearer token in the model's text"], C["sk- token in the model's text"]
-    return f"Logged in ({MARKER}). Use Bearer {bearer} and the key {key}."
+    return f"Logged in ({MARKER}). Use Bearer {bearer} and the key {key}; {PASSWORD} works."
 
 
 def printed_json(out: str) -> dict:
@@ -275,9 +280,48 @@ def test_no_canary_reaches_any_byte_written(
     assert agentbench("traces", "export", str(out / "lake"), "--db", str(golden)) == 0
     dated = ["--partition-by", "date", "--db", str(recording)]
     assert agentbench("traces", "export", str(out / "lake-by-date"), *dated) == 0
+    spans = out / "spans.jsonl"
+    otel = ["--content", "--out", str(spans), "--db", str(golden)]
+    assert agentbench("traces", "export-otel", *otel) == 0
+    # 6. A stored run replayed (the changed prompt drifts, not a divergence), then promoted to
+    # a case: its cassette and case come from the store; that cassette replayed.
+    login_run = next(r["run_id"] for r in first["results"] if r["case_id"] == "login")
+    replay = ["--suite", str(suite), "--db", str(golden)]
+    assert agentbench("replay", login_run, *replay) == 0
+    promote = ["--suite", str(suite), "--id", "promoted", "--db", str(golden)]
+    assert agentbench("promote", login_run, *promote) == 0
+    promoted = suite / "cassettes" / "promoted.yaml"
+    assert agentbench("replay", str(promoted), "--db", str(golden)) == 0
 
+    printed = "".join(c.out + c.err for c in console)  # type: ignore[attr-defined]
+    scanned, files = scan(tmp_path, inputs, planted, printed, caplog.text)
+    # The scans read real content: the marker is everywhere the run's data went.
+    kinds = {p.suffix for p in files}
+    assert {".duckdb", ".yaml", ".html", ".parquet", ".xml", ".md", ".json", ".jsonl"} <= kinds
+    assert MARKER.encode() in cassette.read_bytes() and MARKER.encode() in store_cells(golden)
+    # The straddling secrets were cut by the runtime, and their halves masked at the marker.
+    assert "[REDACTED]\\n…[truncated".encode() in store_cells(golden)
+    if os.environ["AGENTBENCH_RECORDING_PROCESS"] == "0":
+        assert any(MARKER.encode() in blob for blob in planted)  # a journal held the run
+    assert MARKER.encode() in promoted.read_bytes() and MARKER.encode() in spans.read_bytes()
+    leaks = {where: names for where, names in scanned.items() if names}
+    print(
+        f"canaries: {len(CANARIES)} planted, {len(files)} files scanned "
+        f"({len(scanned)} sources with cells, journals, console and log), "
+        f"{sum(len(v) for v in leaks.values())} found; the password "
+        f"{sum(count_of(PASSWORD, p) for p in files)} times in the files"
+    )
+    assert not leaks
+
+
+def scan(
+    folder: Path, inputs: set[Path], planted: list[bytes], printed: str, log: str
+) -> tuple[dict[str, list[str]], list[Path]]:
+    """Which canaries each source holds (pieces of them too): every file under `folder` but
+    the test's own `inputs` (DuckDB stores and Parquet files cell by cell as well), what
+    `planted` saw written, the console and the log; and the files scanned."""
     scanned: dict[str, list[str]] = {}
-    files = list(files_under(tmp_path, inputs))
+    files = list(files_under(folder, inputs))
     for path in files:
         scanned[str(path)] = found_in(path.read_bytes())
         if path.suffix == ".duckdb":
@@ -285,22 +329,14 @@ def test_no_canary_reaches_any_byte_written(
         elif path.suffix == ".parquet":
             scanned[f"{path} (cells)"] = found_in(parquet_cells(path))
     scanned["journals and every other os.write"] = found_in(b"".join(planted))
-    printed = "".join(c.out + c.err for c in console)  # type: ignore[attr-defined]
     scanned["console"] = found_in(printed.encode())
-    scanned["log"] = found_in(caplog.text.encode())
+    scanned["log"] = found_in(log.encode())
+    return scanned, files
 
-    # The scans read real content: the marker is everywhere the run's data went.
-    kinds = {p.suffix for p in files}
-    assert {".duckdb", ".yaml", ".html", ".parquet", ".xml", ".md", ".json"} <= kinds, kinds
-    assert MARKER.encode() in cassette.read_bytes() and MARKER.encode() in store_cells(golden)
-    # The straddling secrets were cut by the runtime, and their halves masked at the marker.
-    assert "[REDACTED]\\n…[truncated".encode() in store_cells(golden)
-    if os.environ["AGENTBENCH_RECORDING_PROCESS"] == "0":
-        assert any(MARKER.encode() in blob for blob in planted)  # a journal held the run
-    leaks = {where: names for where, names in scanned.items() if names}
-    print(
-        f"canaries: {len(CANARIES)} planted, {len(files)} files scanned "
-        f"({len(scanned)} sources with cells, journals, console and log), "
-        f"{sum(len(v) for v in leaks.values())} found"
-    )
-    assert not leaks
+
+def count_of(secret: str, path: Path) -> int:
+    """How often `secret` is in the file's bytes (and in a store's cells)."""
+    found = path.read_bytes().count(secret.encode())
+    if path.suffix == ".duckdb":
+        found += store_cells(path).count(secret.encode())
+    return found

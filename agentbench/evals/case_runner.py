@@ -273,11 +273,14 @@ def _model_for(plan: CasePlan) -> tuple[ChatModel, Cassette | None]:
         cassette = Cassette.load(plan.cassette)
     except CassetteError as exc:
         raise CaseSetupError(f"case {plan.case_id!r}: {exc}") from None
+    learned = getattr(plan.store, "redactor", None)
     settings: dict[str, Any] = {
         "strict": plan.strict,
         "live": live,
         "record_mode": mode,
         "live_from_drift": plan.live_from_divergence,
+        # What the recording masked is a secret in the replayed runs too.
+        "on_secrets": learned.learn if learned is not None else None,
     }
     if plan.served is not None:
         from agentbench.replay.served import ServedReplayModel
@@ -422,4 +425,5 @@ def _save(plan: CasePlan, model: ChatModel, outcome: CaseRun, *, existed: bool) 
     cassette.update_info(**metadata)
     if not outcome.budget_stops:  # the usual case: no key at all, rather than an empty one
         cassette.metadata["agentbench"].pop("budget_stops", None)
-    return cassette.save(plan.cassette)
+    # The trial's redactor, when it has one, knows what its runs learned is secret.
+    return cassette.save(plan.cassette, redactor=getattr(plan.store, "redactor", None))

@@ -441,6 +441,11 @@ class Harness:
                 error=redact.text(str(exc)),
                 live_model_failed=isinstance(exc, LiveModelError),
             )
+        # What the trial's runs learned is secret (a `password` argument the output repeats)
+        # is masked in what is kept of the trial too: scores' reasons, drifts, divergences.
+        learned = getattr(plan.store, "redactor", None)
+        if learned is not None and learned.learned:
+            redact = learned
         usage = outcome.usage
         pricing = suite.model.pricing if suite.model else None
         cost = pricing.cost(usage) if pricing is not None else None

@@ -254,11 +254,6 @@ class Cassette:
         """Write the cassette, secrets scrubbed; the format follows the suffix (.json or YAML)."""
         target = Path(path or self.path or "cassette.yaml")
         redactor = redactor or Redactor()
-        requests, responses = [], []
-        for interaction in self.interactions:
-            body = orjson.dumps(redactor.value(interaction.request)).decode()
-            requests.append(Request("POST", interaction.uri, body, {"content-type": _JSON}))
-            responses.append(_response_dict(interaction, redactor))
         # Fingerprints of the requests as sent (before redaction), so replay compares the
         # current code with exactly what was recorded, in O(1) a step. (A hash, not the
         # bytes; where it differs, replay diffs against the redacted request, masks matching.)
@@ -269,7 +264,12 @@ class Cassette:
             "fingerprint_version": FINGERPRINT_VERSION,
             "fingerprints": [fingerprinter(i.request) for i in self.interactions],
         }
-        metadata = redactor.value({**self.metadata, "agentbench": _keyed_steps(info, redactor)})
+        known = len(redactor.learned)
+        requests, responses, metadata = self._scrubbed(info, redactor)
+        if len(redactor.learned) > known:
+            # A secret learned part way (a tool call's `password` argument) is masked in the
+            # calls before it too: the user's message that held it came first.
+            requests, responses, metadata = self._scrubbed(info, redactor)
         text = vcr_serialize.serialize(
             {"requests": requests, "responses": responses, "metadata": metadata},
             _serializer(target),
@@ -280,6 +280,18 @@ class Cassette:
         tmp.replace(target)  # never leave a half-written cassette behind
         self.path = target
         return target
+
+    def _scrubbed(
+        self, info: dict[str, Any], redactor: Redactor
+    ) -> tuple[list[Request], list[dict[str, Any]], dict[str, Any]]:
+        """The requests, responses and metadata as written: every value redacted."""
+        requests, responses = [], []
+        for interaction in self.interactions:
+            body = orjson.dumps(redactor.value(interaction.request)).decode()
+            requests.append(Request("POST", interaction.uri, body, {"content-type": _JSON}))
+            responses.append(_response_dict(interaction, redactor))
+        metadata = redactor.value({**self.metadata, "agentbench": _keyed_steps(info, redactor)})
+        return requests, responses, metadata
 
     # -- agentbench's own metadata ------------------------------------------------------
     @property

@@ -6,10 +6,15 @@ call that a change: redaction must never cause a verdict. A masked string reads 
 its other text must match exactly and each mask stands for one or more characters — and a mask
 standing alone was a whole scalar. JSON text written by older versions, re-encoded compactly
 when something in it was masked, is compared as JSON.
+
+What a mask stands for is a secret (`revealed`): a replay that meets it in clear — a case's
+input, which the recording masked once the run had learned it was a password — hands it to
+the run's redactor, so the replayed run masks it as the recorded one did.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -38,6 +43,36 @@ def fits(recorded: Any, current: Any) -> bool:
     return _matches(recorded.split(MASK), current) or _same_json(recorded, current)
 
 
+def revealed(recorded: Any, current: Any) -> Iterator[str]:
+    """The current text each mask in `recorded` stands for, where `current` fits it."""
+    if isinstance(recorded, dict):
+        if isinstance(current, dict):
+            for key, value in recorded.items():
+                if key in current:
+                    yield from revealed(value, current[key])
+    elif isinstance(recorded, list):
+        if isinstance(current, list):
+            for old, new in zip(recorded, current, strict=False):
+                yield from revealed(old, new)
+    elif isinstance(recorded, str) and MASK in recorded and isinstance(current, str):
+        yield from _revealed_text(recorded, current)
+
+
+def _revealed_text(recorded: str, current: str) -> Iterator[str]:
+    if recorded == MASK:
+        yield current
+        return
+    spans = _mask_spans(recorded.split(MASK), current)
+    if spans is not None:
+        yield from (current[start:end] for start, end in spans)
+    elif recorded.lstrip()[:1] in ("{", "["):
+        try:
+            before, now = orjson.loads(recorded), orjson.loads(current)
+        except orjson.JSONDecodeError:
+            return
+        yield from revealed(before, now)
+
+
 def has_mask(value: Any) -> bool:
     """Is there a mask anywhere in `value`?"""
     return MASK.encode() in orjson.dumps(value, default=str)
@@ -59,20 +94,31 @@ def unmasked(recorded: list[Any], current: list[Any]) -> list[Any]:
 
 
 def _matches(parts: list[str], text: str) -> bool:
-    """`text` against literal `parts` with a mask (one or more characters) between each two.
+    """`text` against literal `parts` with a mask (one or more characters) between each two."""
+    return _mask_spans(parts, text) is not None
+
+
+def _mask_spans(parts: list[str], text: str) -> list[tuple[int, int]] | None:
+    """Where in `text` each mask between literal `parts` is (one or more characters), or None
+    when `text` does not fit them.
 
     Taking each middle part at its first place leaves the most room for the rest, so one
     left-to-right pass decides (no backtracking, whatever the number of masks)."""
     first, *middle, last = parts
     if not text.startswith(first):
-        return False
+        return None
     at = len(first)
+    spans = []
     for part in middle:
         found = text.find(part, at + 1)
         if found < 0:
-            return False
+            return None
+        spans.append((at, found))
         at = found + len(part)
-    return len(text) - len(last) >= at + 1 and text.endswith(last)
+    if len(text) - len(last) < at + 1 or not text.endswith(last):
+        return None
+    spans.append((at, len(text) - len(last)))
+    return spans
 
 
 def _same_json(recorded: str, current: str) -> bool:

@@ -29,7 +29,8 @@ given, or running a tool call the live run never completed.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +44,28 @@ from agentbench.replay.drift import (
     nearest,
     request_diff,
 )
+from agentbench.replay.masked import has_mask, revealed
 from agentbench.replay.trajectory import trajectory
 from agentbench.runtime.models import ChatModel, ChatResponse, TextDeltaHandler
 from agentbench.runtime.records import assign
 from agentbench.runtime.retry import is_infrastructure_failure
+
+# Whether a cassette's requests hold a mask, by the cassette (looked at once, however many
+# trials replay it): only then does a replay look for what the masks stand for.
+_MASKED: dict[int, tuple[weakref.ref[Cassette], bool]] = {}
+_MASKED_ENTRIES = 256
+
+
+def _masked(cassette: Cassette) -> bool:
+    known = _MASKED.get(id(cassette))
+    if known is not None and known[0]() is cassette:
+        return known[1]
+    found = any(has_mask(interaction.request) for interaction in cassette.interactions)
+    if len(_MASKED) >= _MASKED_ENTRIES:
+        _MASKED.clear()
+    _MASKED[id(cassette)] = (weakref.ref(cassette), found)
+    return found
+
 
 # The stop reasons a live run reaches by the wall clock: replay takes no time, so it stops where
 # the recording did (every other stop reason follows from the answers and the code).
@@ -233,10 +252,16 @@ class ReplayModel:
         record_mode: RecordMode | str = RecordMode.NONE,
         live_from: int | None = None,
         live_from_drift: bool = False,
+        on_secrets: Callable[[Iterable[str]], None] | None = None,
     ) -> None:
         if live_from_drift and live is None:
             raise ValueError("live_from_drift needs a live model to hand over to")
         self.cassette = cassette
+        # Told what the recording's masks stand for in the requests (`masked.revealed`): the
+        # replayed run's redactor, so a case's input that holds a password the recorded run
+        # learned is masked in the replayed one too. (A recording with no mask has none.)
+        self.on_secrets = on_secrets if on_secrets is not None and _masked(cassette) else None
+        self._revealed = 0  # messages of the requests looked at so far
         self.strict = strict
         self.live = live
         self.record_mode = RecordMode.parse(record_mode)
@@ -327,11 +352,29 @@ class ReplayModel:
                     f"({len(changes)} change(s): {summary})",
                     changes,
                 )
+        if self.on_secrets is not None:
+            self._reveal(recorded.request, request)
         # A recorded failure raises its error here, as the live call did.
         response = await self._answer(recorded, request, on_text_delta)
         # Parsed just now and ours alone, so set in place: what model_copy(update=) would give.
         assign(response, "latency_ms", (time.perf_counter() - started) * 1000)
         return response
+
+    def _reveal(self, recorded: dict[str, Any], request: dict[str, Any]) -> None:
+        """Hand on what the recording's masks stand for in this request: its parameters and
+        messages the first time, then the messages since the last request (a step's new ones)."""
+        old, new = recorded.get("messages") or [], request.get("messages") or []
+        seen = self._revealed if self._revealed <= min(len(old), len(new)) else 0
+        found: list[str] = []
+        if not seen:
+            for key, part in recorded.items():
+                if key != "messages" and key in request:
+                    found.extend(revealed(part, request[key]))
+        for before, now in zip(old[seen:], new[seen:], strict=False):
+            found.extend(revealed(before, now))
+        self._revealed = min(len(old), len(new))
+        if found and self.on_secrets is not None:
+            self.on_secrets(found)
 
     async def _answer(
         self,

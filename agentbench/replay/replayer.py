@@ -220,20 +220,22 @@ class Replayer:
                 "record it with agentbench (record_session) or convert it from a stored trace"
             )
         target = self._agent_for(cassette, agent)
+        original_run = info.get("source_run") or next(
+            (r.get("run_id") for r in info.get("runs", ())), None
+        )
+        store = self.store.with_labels(replay_of=original_run) if self.store else None
         model = ReplayModel(
             cassette,
             strict=self.strict,
             live=self.live_model,
             record_mode=self.record_mode,
             live_from=self.live_from,
+            # What the recording masked is a secret in the replayed run too.
+            on_secrets=store.redactor.learn if store is not None else None,
         )
         tools = ReplayTools(
             self.tools, info.get("tool_results", ()), (i.request for i in cassette.interactions)
         )
-        original_run = info.get("source_run") or next(
-            (r.get("run_id") for r in info.get("runs", ())), None
-        )
-        store = self.store.with_labels(replay_of=original_run) if self.store else None
         turns: list[RunResult] = []
         context: Context | None = _context(info.get("context"))
         for turn in recorded_turns(info, str(cassette.path or "the cassette")):

@@ -51,8 +51,8 @@ class Feeder:
                     getattr(event, "seq", "?"),
                     recorder.redactor.document(trace),
                 )
-        elif tag == "header":
-            self.recorders[hook] = self._recorder(*item[1:])
+        elif tag in ("header", "secrets"):
+            self._hook_item(hook, item)
         elif tag == "end":
             self.recorders.pop(hook, None)
             self.reader.forget(hook)
@@ -71,6 +71,16 @@ class Feeder:
                 self._answer(("flushed", item[1], None))
         else:
             raise ValueError(f"unknown recording item {tag!r}")
+
+    def _hook_item(self, hook: int, item: tuple[Any, ...]) -> None:
+        """A hook's header (its recorder made), or secrets learned where its runs ran (see
+        `learning`: a replay's masks), which its recorder masks from now on."""
+        if item[0] == "header":
+            self.recorders[hook] = self._recorder(*item[1:])
+            return
+        recorder = self.recorders.get(hook)
+        if recorder is not None:
+            recorder.redactor.learn(item[1])
 
     def _answer(self, item: tuple[Any, ...]) -> None:
         if self.reply is not None:

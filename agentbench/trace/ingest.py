@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from agentbench.trace.remask import remask_stored
 from agentbench.trace.schema import CHILD_TABLES, TABLES, RunRows, RunStatus
 
 _view_names = itertools.count()
@@ -39,6 +40,7 @@ class Inserted:
 
 def insert_rows(conn: duckdb.DuckDBPyConnection, rows: RunRows) -> Inserted:
     """Insert every row of `rows` in one transaction; runs already stored are skipped."""
+    remask_stored(rows)  # long runs that learned a secret after their first parts
     tables = {name: rows.arrow(name) for name in TABLES}
     tables = _one_row_per_run(tables)
     offered = tables["runs"].num_rows

@@ -16,7 +16,10 @@ later) → `events`, with the event's own fields as a JSON payload.
 
 Redaction sees whole values before anything is cut here (request diffs keep a prefix and a
 suffix of redacted text); what the runtime cut before us is handled by the redactor's rule for
-fragments at a truncation marker, and a streamed answer's chunks are redacted joined.
+fragments at a truncation marker, and a streamed answer's chunks are redacted joined. A value
+the redactor learns is a secret part way through (a tool argument named `password` that the
+input already held) is masked in the run's earlier rows when it ends (see `remask`); so the
+start marker, written before anything is learned, holds neither input nor context.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from agentbench.trace import _json, repairs
 from agentbench.trace.code_version import code_version as current_code_version
 from agentbench.trace.redact import Redactor
 from agentbench.trace.redact_stream import redact_chunks
+from agentbench.trace.remask import Remasker
 from agentbench.trace.request_diff import RequestChain, encode_request
 from agentbench.trace.schema import CHILD_TABLES, TABLES, RunRows, RunStatus, status_of
 
@@ -150,7 +154,7 @@ class TraceRecorder:
         )
         trace = self._runs[event.run_id] = _RunTrace(run)
         self._well_formed(trace, RunRows(runs=[run]), ("runs",))
-        self.sink.run_started(dict(run))
+        self.sink.run_started({**run, "input": None, "context": None})
 
     def _adopt(self, event: Any) -> _RunTrace:
         """A run whose start we did not see (attached mid-run): record what we can."""
@@ -217,7 +221,17 @@ class TraceRecorder:
         self._well_formed(trace, trace.rows, TABLES)
         self._note_repairs(trace, event, mark)
         trace.rows.tool_calls.sort(key=lambda row: row["seq"])
+        if self.redactor.learned:
+            self._remask(trace)
         self.sink.run_finished(trace.rows)
+
+    def _remask(self, trace: _RunTrace) -> None:
+        """Mask what the run learned is secret in the rows made before it knew (see
+        `remask`): here, or — when some already went to the sink as parts — as it is stored."""
+        if trace.spilled and self._run_part is not None:
+            trace.rows.remask[trace.run["run_id"]] = self.redactor.portable_rules()
+        else:
+            Remasker.of(self.redactor).rows(trace.rows)
 
     def _spill(self, trace: _RunTrace) -> None:
         """Hand the run's finished rows to the sink as a part; keep those still waiting for

@@ -38,8 +38,9 @@ from agentbench.runtime import packed
 from agentbench.trace.code_version import code_version as current_code_version
 from agentbench.trace.event_wire import CHANNEL, WireWriter, frame, frames_in, new_shapes
 from agentbench.trace.feeder import Feeder
+from agentbench.trace.learning import Learner
 from agentbench.trace.recorder import RunLabels
-from agentbench.trace.redact import RedactionRules, Redactor
+from agentbench.trace.redact import Redactor
 from agentbench.trace.schema import RunRows
 
 if TYPE_CHECKING:
@@ -60,14 +61,27 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 class ProcessRecorder:
     """The runner hook of a store recording in its recording process: one per `Runner` call
-    (and the runs it hands off to), as `TraceRecorder` is."""
+    (and the runs it hands off to), as `TraceRecorder` is. Its `redactor` learns the run's
+    secrets here too (see `learning`), for what this process writes about the run."""
 
-    __slots__ = ("_channel", "_generation", "_hook", "_labels", "_open_runs", "_rules", "_writer")
+    __slots__ = (
+        "_channel",
+        "_generation",
+        "_hook",
+        "_labels",
+        "_learn",
+        "_open_runs",
+        "_told",
+        "_writer",
+    )
 
-    def __init__(self, channel: RecordingChannel, labels: RunLabels, rules: RedactionRules) -> None:
+    def __init__(
+        self, channel: RecordingChannel, labels: RunLabels, redactor: Redactor | None = None
+    ) -> None:
         self._channel = channel
         self._labels = labels
-        self._rules = rules
+        self._learn = Learner(redactor or Redactor(channel.store.redaction))
+        self._told = 0  # learned secrets the recording process has been told of
         self._writer: WireWriter | None = None
         self._hook = 0
         self._open_runs = 0
@@ -79,6 +93,13 @@ class ProcessRecorder:
             writer = self._begin()  # first, or the store was closed and opened again
         kind = event.kind
         data = writer.event(event)
+        self._learn(event)
+        learned = self._learn.redactor.learned
+        if len(learned) != self._told:
+            # Learned here, not from an event the process reads (a replay's masks): its
+            # recorder must mask them too, before the run's rows are made.
+            self._told = len(learned)
+            self._channel.send(self._hook, writer.item(("secrets", sorted(learned))), now=False)
         if kind == "run_started":
             self._open_runs += 1
             self._channel.send(self._hook, data, now=True)
@@ -93,12 +114,14 @@ class ProcessRecorder:
 
     def _begin(self) -> WireWriter:
         """A new hook number, and its header: the labels, the redaction rules with this
-        process's environment secrets made literal, the code version."""
+        process's environment secrets, and the secrets learned so far, made literal, the code
+        version."""
         writer = self._writer = WireWriter()
         self._hook = self._channel.new_hook()
         self._generation = self._channel.generation
         self._open_runs = 0
-        rules = Redactor(self._rules).portable_rules()
+        rules = self._learn.redactor.portable_rules()
+        self._told = len(self._learn.redactor.learned)
         header = ("header", self._labels, rules, current_code_version())
         self._channel.send(self._hook, writer.item(header), now=False)
         return writer

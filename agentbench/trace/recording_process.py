@@ -21,7 +21,8 @@ and ends with its input. It answers on stdout (frames of hook 0):
 * ("notice", text): the store's wait notices, for the parent to show.
 
 Items it reads: on hook 0, ("shapes", [...]) and ("flush", token); on a hook, ("header",
-labels, rules, code version) first, then ("event", ...) items, then ("end",); or
+labels, rules, code version) first, then ("event", ...) items — and ("secrets", values) when
+the parent learned of secrets the events do not show (see `learning`) — then ("end",); or
 ("results", rows) alone.
 """
 

@@ -275,6 +275,10 @@ class RunRows:
     events: list[dict[str, Any]] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)
     parts: list[Callable[[], RunRows]] = field(default_factory=list)
+    # Runs to mask again as they are stored, by id: the redaction rules (learned secrets
+    # made literal) of a long run whose parts went to the journal before it learned a secret
+    # (see `remask`). In memory only: never journaled.
+    remask: dict[str, Any] = field(default_factory=dict)
 
     def table(self, name: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = getattr(self, name)
@@ -287,6 +291,7 @@ class RunRows:
         for name in _WITH_RESULTS:
             self.table(name).extend(other.table(name))
         self.parts.extend(other.parts)
+        self.remask.update(other.remask)
 
     def row_count(self) -> int:
         """Rows held here (not counting `parts`). Spelled out: the recorder asks at every

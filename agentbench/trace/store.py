@@ -88,11 +88,15 @@ class TraceStore:
         """A recorder for one `Runner` call (and the runs it hands off to)."""
         return self.hook_for(RunLabels())
 
-    def hook_for(self, labels: RunLabels) -> TraceRecorder | ProcessRecorder:
-        """A recorder stamping `labels` on the runs it records."""
+    def hook_for(
+        self, labels: RunLabels, redactor: Redactor | None = None
+    ) -> TraceRecorder | ProcessRecorder:
+        """A recorder stamping `labels` on the runs it records, redacting with `redactor`
+        (this store's rules; one made for it unless given), which learns their secrets."""
+        redactor = redactor or Redactor(self.redaction)
         if self._channel is not None:
-            return ProcessRecorder(self._channel, labels, self.redaction)
-        return TraceRecorder(self, redactor=Redactor(self.redaction), labels=labels)
+            return ProcessRecorder(self._channel, labels, redactor)
+        return TraceRecorder(self, redactor=redactor, labels=labels)
 
     def with_labels(
         self,
@@ -324,14 +328,19 @@ def _engine_errors(path: Path) -> Iterator[None]:
 
 
 class LabelledStore:
-    """A `TraceStore` view whose recorded runs carry evaluation labels."""
+    """A `TraceStore` view whose recorded runs carry evaluation labels.
+
+    Its runs (a trial's turns, a served request's) share one `redactor`: a value one of them
+    learned is a secret (`Redactor.learned`) is masked in the runs after it, and whoever writes
+    about the runs — results, a cassette, an answer — masks with it too."""
 
     def __init__(self, store: TraceStore, labels: RunLabels) -> None:
         self.store = store
         self.labels = labels
+        self.redactor = Redactor(store.redaction)
 
     def run_hook(self) -> TraceRecorder | ProcessRecorder:
-        return self.store.hook_for(self.labels)
+        return self.store.hook_for(self.labels, self.redactor)
 
 
 _env_stores: dict[Path, TraceStore] = {}
