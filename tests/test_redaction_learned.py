@@ -23,7 +23,7 @@ from agentbench.replay.masked import revealed
 from agentbench.runtime.models import ChatResponse
 from agentbench.trace import TraceStore, recorder
 from agentbench.trace.recorder import TraceRecorder
-from agentbench.trace.redact import MASK, MIN_LEARNED_CHARS, Redactor
+from agentbench.trace.redact import MASK, MAX_LEARNED, MIN_LEARNED_CHARS, Redactor
 from agentbench.trace.schema import RunRows
 
 PASSWORD = "Pw8Qr7St6Uv5Wx4Yz"
@@ -159,6 +159,14 @@ def test_a_value_is_masked_everywhere_only_if_it_could_be_a_secret() -> None:
     masked = redactor.value({"note": "it is hunter22", "password": "hunter22"})
     assert masked == {"note": f"it is {MASK}", "password": MASK}
     assert redactor.text("and later hunter22 again") == f"and later {MASK} again"
+
+
+def test_a_redactor_learns_a_bounded_number_of_values() -> None:
+    redactor = Redactor(environ={})
+    keys = [f"vault-key-{i:05d}x" for i in range(MAX_LEARNED + 1)]
+    assert redactor.value([{"api_key": key} for key in keys]) == [{"api_key": MASK}] * len(keys)
+    assert len(redactor.learned) == MAX_LEARNED
+    assert redactor.text(f"first {keys[0]}, last {keys[-1]}") == f"first {MASK}, last {keys[-1]}"
 
 
 def test_a_pattern_secret_is_learned_and_masked_bare() -> None:

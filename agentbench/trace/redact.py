@@ -114,6 +114,7 @@ _MIN_ENV_SECRET_CHARS = 8
 # shorter ones — a four-letter password, a one-character one — would mask every occurrence of
 # a common word or letter; they are masked in their own field only.
 MIN_LEARNED_CHARS = _MIN_ENV_SECRET_CHARS
+MAX_LEARNED = 1_000  # values one redactor learns at most (see `Redactor._learn`)
 _SCALARS = (bool, int, float)
 _CACHED_TEXT_CHARS = 4_096
 _TEXT_CACHE_ENTRIES = 4_096
@@ -293,9 +294,12 @@ class Redactor:
         value of a `key=value` pair — to mask it wherever it occurs from now on. Too short
         (under `MIN_LEARNED_CHARS`), only digits (a count or a time as often as a secret), the
         mask itself, or a secret key's own name (`{"password": "password"}`: every key named
-        so would go): then it stays masked in its field only."""
+        so would go): then it stays masked in its field only. So does every value past the
+        first `MAX_LEARNED` (a tool listing a vault's keys): each one learned is one more
+        alternative every later string is searched for."""
         if (
             len(value) < MIN_LEARNED_CHARS
+            or len(self.learned) >= MAX_LEARNED
             or value in self.learned
             or value in self._values
             or self.rules.mask in value
