@@ -280,3 +280,25 @@ def test_a_keyed_server_masks_every_key_it_knows(tmp_path: Path) -> None:
     store.close()
     assert answer.choices[0].message.content == "You said: bob's key is [REDACTED]"
     assert BOB.encode() not in (tmp_path / "traces.duckdb").read_bytes()
+
+
+def test_keys_read_from_the_environment_leave_it_and_an_open_key_file_is_warned_of(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The variable is read once and removed, so the agents' tools and the processes they
+    start do not inherit the keys; a key file other users can read is warned of."""
+    from agentbench.commands.serve import _keys
+
+    monkeypatch.setenv("SERVE_KEYS", f"alice: {ALICE}")
+    kept, shared = tmp_path / "kept", tmp_path / "shared"
+    for path, mode in ((kept, 0o600), (shared, 0o644)):
+        path.write_text(f"bob: {BOB}\n")
+        path.chmod(mode)
+    ring = _keys(kept, "SERVE_KEYS")
+    quiet = capsys.readouterr().err
+    _keys(shared, None)
+    warned = capsys.readouterr().err
+    assert [c.name for c in ring.callers] == ["bob", "alice"]
+    assert "SERVE_KEYS" not in os.environ
+    assert quiet == ""
+    assert f"can be read by other users (mode 644); chmod 600 {shared}" in warned

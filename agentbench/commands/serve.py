@@ -196,8 +196,17 @@ def _keys(key_file: Path | None, variable: str | None) -> Keyring:
     entries = KeyEntries()
     if key_file is not None:
         read_key_file(key_file, entries)
+        mode = key_file.stat().st_mode
+        if mode & 0o077:
+            click.echo(
+                f"warning: --keys {key_file} can be read by other users (mode {mode & 0o777:o}); "
+                f"chmod 600 {key_file}",
+                err=True,
+            )
     if variable:
         read_key_variable(variable, os.environ.get(variable), entries)
+        # Read once: the agents' tools, and the processes they start, do not inherit it.
+        os.environ.pop(variable, None)
     return entries.keyring()
 
 
