@@ -24,6 +24,13 @@ class UsageError(AgentbenchError):
     """The API or CLI was called in a way that cannot work (CLI exit code 2)."""
 
 
+class RecordingError(AgentbenchError):
+    """A run's record could not be kept: its store's disk is full, or the store is read-only
+    (CLI exit code 3). Unlike any other error a hook raises, this one is not swallowed: the
+    runner finishes the run, lets every hook see its end, then raises it to the caller, so a
+    run that was not recorded is never handed back as finished."""
+
+
 class ToolDefinitionError(AgentbenchError):
     """A tool cannot be built from its function, or two tools share a name."""
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from agentbench.errors import RecordingError
 from agentbench.runtime.models import ChatResponse, Usage
 from agentbench.runtime.records import SharesFieldNames
 from agentbench.runtime.tools import ToolResult
@@ -229,8 +230,16 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 Hook: TypeAlias = Callable[[Any], "Awaitable[None] | None"]
 
 
-async def notify(hooks: Sequence[Hook], event: Any, failures: list[str]) -> None:
-    """Deliver `event` to every hook; a hook that raises is logged and recorded, never fatal."""
+async def notify(
+    hooks: Sequence[Hook],
+    event: Any,
+    failures: list[str],
+    unkept: list[RecordingError] | None = None,
+) -> None:
+    """Deliver `event` to every hook; a hook that raises is logged and recorded, never fatal.
+
+    A `RecordingError` (the run's store could not keep it) goes to `unkept` instead, for the
+    runner to raise once the run has ended: the run must not be handed back as finished."""
     if not hooks:
         return
     for hook in hooks:
@@ -238,6 +247,10 @@ async def notify(hooks: Sequence[Hook], event: Any, failures: list[str]) -> None
             outcome = hook(event)
             if inspect.isawaitable(outcome):
                 await outcome
+        except RecordingError as exc:
+            if unkept is None:
+                raise
+            unkept.append(exc)
         except Exception as exc:
             name = getattr(hook, "__qualname__", repr(hook))
             failures.append(f"hook {name} failed on {event.kind} #{event.seq}: {exc!r}")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import CoroutineType
 from typing import Any, TypeVar
 
-from agentbench.errors import RunTimeoutError
+from agentbench.errors import RecordingError, RunTimeoutError
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context, RunContext
 from agentbench.runtime.deadlines import call_after_pending
@@ -174,6 +174,7 @@ class RunState:
         self.output_corrections = 0
         self.stop: Stop | None = None
         self.hook_errors: list[str] = []
+        self.unkept: list[RecordingError] = []  # the store could not keep this run's record
         self.events = EventLog(self.run_id, agent.name)
         # The session variables this run removed, in the order of its ContextChanged events:
         # what the conversation merges back, without reading every event again.

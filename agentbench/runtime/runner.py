@@ -286,19 +286,24 @@ class _Conversation:
             try:
                 async for event in drive(run):
                     if hooks:  # most runs have none: no coroutine to make and await per event
-                        await notify(hooks, event, run.hook_errors)
+                        await notify(hooks, event, run.hook_errors, run.unkept)
                     yield event
             except (asyncio.CancelledError, GeneratorExit):
                 # The consumer went away or the task was cancelled: hooks still see the end.
                 run.finish(StopReason.CANCELLED)
                 run.close_open_calls()
-                await notify(hooks, run.finished_event(), run.hook_errors)
+                await notify(hooks, run.finished_event(), run.hook_errors, run.unkept)
                 raise
             final = run.finished_event()
-            await notify(hooks, final, run.hook_errors)
+            await notify(hooks, final, run.hook_errors, run.unkept)
             yield final
             self._merge_session(run)
             run = self._next_run(run)
+        # The store could not keep a run of the conversation: every hook saw the end, and the
+        # caller learns it was not recorded (its latest word, which counts what was lost).
+        unkept = [error for each in self.runs for error in each.unkept]
+        if unkept:
+            raise unkept[-1]
 
     def _merge_session(self, run: RunState) -> None:
         self.session.update(run.context.scope("session"))
