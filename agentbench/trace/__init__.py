@@ -8,9 +8,12 @@ package is implementation and may move.
 from agentbench.trace.code_version import code_version
 from agentbench.trace.errors import (
     RunNotFoundError,
+    StorageFaultError,
     StoreBusyError,
     StoreFormatError,
+    StoreFullError,
     StoreNotFoundError,
+    StoreReadOnlyError,
     TraceStoreError,
 )
 from agentbench.trace.recorder import RunLabels, TraceRecorder
@@ -42,9 +45,12 @@ __all__ = [
     "RunRows",
     "RunStatus",
     "RunTrace",
+    "StorageFaultError",
     "StoreBusyError",
     "StoreFormatError",
+    "StoreFullError",
     "StoreNotFoundError",
+    "StoreReadOnlyError",
     "ToolCallRecord",
     "TraceRecorder",
     "TraceStore",

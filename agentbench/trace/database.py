@@ -46,6 +46,7 @@ from agentbench.trace.errors import (
     TraceStoreError,
     damaged,
 )
+from agentbench.trace.faults import storage_fault
 from agentbench.trace.spool import held_elsewhere, quarantine, spool_dir
 
 try:
@@ -127,13 +128,15 @@ def opened(
                 _check_whole(conn, path)
                 conn.execute("SET TimeZone = 'UTC'")  # dates and partitions must not depend on TZ
                 if on_open is not None:
-                    on_open(conn)
+                    with _told_as_faults(path, write=write):
+                        on_open(conn)
             except BaseException:
                 conn.close()
                 raise
         done = False
         try:
-            yield kept.conn
+            with _told_as_faults(path, write=write):
+                yield kept.conn
             done = True
         finally:
             if done and write and keep and time.monotonic() - kept.opened_at < MAX_HOLD_S:
@@ -142,6 +145,19 @@ def opened(
                 kept.conn.close()
     finally:
         lock.release()
+
+
+@contextlib.contextmanager
+def _told_as_faults(path: Path, *, write: bool) -> Iterator[None]:
+    """A write the disk refused (full, read-only) is the store's storage fault, said as such
+    (DuckDB says it as a transaction or I/O error, or as a database it has invalidated)."""
+    try:
+        yield
+    except duckdb.Error as exc:
+        fault = storage_fault(path, exc) if write else None
+        if fault is None:
+            raise
+        raise fault from None
 
 
 def is_kept(path: Path) -> bool:
@@ -198,6 +214,9 @@ def _connect(
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # a mistyped --db: a file where a folder should be, say
+            fault = storage_fault(path, exc, file=path.parent)
+            if fault is not None:
+                raise fault from None
             raise StorePathError(
                 f"cannot make a trace store at {path}: its folder {path.parent} cannot be "
                 f"created ({exc.strerror}: {exc.filename})"
@@ -245,7 +264,7 @@ def _try_connect(
         conn = _open_writer(path) if write else duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
         if not is_lock_conflict(exc):
-            raise _open_error(path, exc) from None
+            raise _open_error(path, exc, write=write) from None
         return None, f"{holder_of(str(exc))} holds its lock"
     if write:
         readers.wrote(path)
@@ -310,6 +329,9 @@ def _initialise_if_empty(path: Path) -> None:
         spool.mkdir(parents=True, exist_ok=True)
         guard = (spool / ".init.lock").open("a")
     except OSError as exc:
+        fault = storage_fault(path, exc)
+        if fault is not None:
+            raise fault from None
         raise TraceStoreError(
             f"{path} is an empty file (a store whose creation was cut short) and it cannot be "
             f"initialised: {exc}; delete it, or point --db / AGENTBENCH_DB elsewhere"
@@ -355,8 +377,11 @@ def _check_whole(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
         )
 
 
-def _open_error(path: Path, exc: BaseException) -> TraceStoreError:
+def _open_error(path: Path, exc: BaseException, *, write: bool) -> TraceStoreError:
     text = str(exc)
+    fault = storage_fault(path, exc) if write else None
+    if fault is not None:  # a store this process may read but not write is not damaged
+        return fault
     if "Permission denied" in text:
         return TraceStoreError(f"cannot open trace store {path}: permission denied")
     if _is_duckdb_file(path) and "version" not in text.lower():  # not a DuckDB upgrade

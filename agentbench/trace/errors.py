@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentbench.errors import AgentbenchError, UsageError
+from agentbench.errors import AgentbenchError, RecordingError, UsageError
 
 
 class TraceStoreError(AgentbenchError):
@@ -32,6 +32,62 @@ def damaged(path: Path, what: str) -> StoreDamagedError:
         f"`agentbench traces doctor --db {path}` lists what they can rebuild; older runs come "
         "back from a backup or a Parquet export (`agentbench traces import DIR`)"
     )
+
+
+class StorageFaultError(TraceStoreError, RecordingError):
+    """The store's disk refused a write: it is full, or the store is read-only (CLI exit code
+    3). `store` is the store file, `file` the file the write was for (the store, its write-ahead
+    log, a journal), `reason` the system's word for it; the message is the fault, then any
+    notes on what it cost, then what to do (see `faults`)."""
+
+    def __init__(
+        self,
+        headline: str,
+        *,
+        store: Path,
+        file: Path | None,
+        reason: str,
+        advice: str,
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        self.headline, self.advice, self.notes = headline, advice, notes
+        self.store, self.file, self.reason = store, file, reason
+        super().__init__("; ".join((headline, *notes, advice)))
+
+    def __reduce__(self) -> tuple[object, ...]:  # keyword arguments survive a pickle
+        fields = (self.headline, self.store, self.file, self.reason, self.advice, self.notes)
+        return _rebuild_fault, (type(self), *fields)
+
+    def adding(self, note: str, *, advice: str | None = None) -> StorageFaultError:
+        """The same fault with `note` (what it cost) before what to do (or `advice`)."""
+        return type(self)(
+            self.headline,
+            store=self.store,
+            file=self.file,
+            reason=self.reason,
+            advice=advice or self.advice,
+            notes=(*self.notes, note),
+        )
+
+
+def _rebuild_fault(
+    kind: type[StorageFaultError],
+    headline: str,
+    store: Path,
+    file: Path | None,
+    reason: str,
+    advice: str,
+    notes: tuple[str, ...],
+) -> StorageFaultError:
+    return kind(headline, store=store, file=file, reason=reason, advice=advice, notes=notes)
+
+
+class StoreFullError(StorageFaultError):
+    """No room for the store's writes: no space left, a quota used up, a file size limit."""
+
+
+class StoreReadOnlyError(StorageFaultError):
+    """The store (its file, its folder or its filesystem) cannot be written by this process."""
 
 
 class JournalError(TraceStoreError):

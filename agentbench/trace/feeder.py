@@ -1,5 +1,7 @@
 """Recorded items applied to recorders: what the recording process does with what it reads,
-and what its parent does with what it kept if that process dies (see `recording_channel`)."""
+and what its parent does with what it kept if that process dies (see `recording_channel`).
+A recorder's failure is logged and costs only that event, except a `RecordingError` (the
+store's disk refused the run), which is raised: whoever applies the items must tell it."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from agentbench.errors import RecordingError
 from agentbench.trace.errors import TraceStoreError
 from agentbench.trace.event_wire import WireReader
 from agentbench.trace.recorder import TraceRecorder
@@ -42,6 +45,8 @@ class Feeder:
                 return
             try:
                 recorder(event)
+            except RecordingError:
+                raise  # the store could not keep the run: the caller must hear it
             except Exception as exc:  # as a failing hook in the parent: logged, never fatal
                 # Masked with the run's own secrets (this process's environment lacks them).
                 trace = "".join(traceback.format_exception(exc))

@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from agentbench.trace.faults import roll_back
 from agentbench.trace.remask import remask_stored
 from agentbench.trace.schema import CHILD_TABLES, TABLES, RunRows, RunStatus
 
@@ -62,7 +63,7 @@ def insert_rows(conn: duckdb.DuckDBPyConnection, rows: RunRows) -> Inserted:
             _insert_results(conn, rows.results_arrow())
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        roll_back(conn)
         raise
     stored = tables["runs"].num_rows
     return Inserted(runs=stored, skipped=offered - stored)

@@ -16,6 +16,7 @@ import duckdb
 
 from agentbench._version import __version__
 from agentbench.trace.errors import StoreFormatError, damaged
+from agentbench.trace.faults import roll_back
 
 
 @dataclass(frozen=True)
@@ -301,7 +302,7 @@ def migrate(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
             )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            roll_back(conn)
             raise
     conn.execute("CHECKPOINT")
     return len(pending)

@@ -17,6 +17,7 @@ summary is the evals layer's to recompute (`evals.merging`).
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import orjson
 
 from agentbench._version import __version__
 from agentbench.trace.errors import StoreFormatError
+from agentbench.trace.faults import fault_errno, roll_back
 from agentbench.trace.migrations import LATEST
 from agentbench.trace.schema import INSERT_ORDER, TABLES
 
@@ -298,10 +300,12 @@ def import_parquet(conn: duckdb.DuckDBPyConnection, directory: Path) -> dict[str
             inserted[table] = _merge_eval_table(conn, table, _source(directory, entry, partitioned))
         conn.execute("COMMIT")
     except duckdb.Error as exc:
-        conn.execute("ROLLBACK")
+        roll_back(conn)
+        if fault_errno(exc) is not None:
+            raise  # the store's disk, not the folder: told as the store's fault
         raise StoreFormatError(f"cannot import {where}: {_first_line(exc)}") from None
     except BaseException:
-        conn.execute("ROLLBACK")
+        roll_back(conn)
         raise
     return inserted
 
@@ -327,10 +331,11 @@ def merge_store(conn: duckdb.DuckDBPyConnection, source: Path) -> dict[str, int]
                 inserted[table] = _merge_eval_table(conn, table, f"{_SOURCE}.{table}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            roll_back(conn)
             raise
     finally:
-        conn.execute(f"DETACH {_SOURCE}")
+        with contextlib.suppress(duckdb.Error):  # an invalidated database cannot detach
+            conn.execute(f"DETACH {_SOURCE}")
     return inserted
 
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from agentbench.trace import database
 from agentbench.trace.database import WaitNotice, opened
-from agentbench.trace.errors import StoreBusyError
+from agentbench.trace.errors import StorageFaultError, StoreBusyError
 from agentbench.trace.ingest import insert_rows
 from agentbench.trace.journal_reader import parse_part
 from agentbench.trace.migrations import migrate
@@ -183,6 +183,15 @@ class Recording:
         self.thread: threading.Thread | None = None
         self.closing = False
         self._last_error = ""
+        # What the disk refused to journal (see `_unkept`), and runs whose parts it refused.
+        self.lost_runs = 0
+        self.lost_results = 0
+        self.lost_ids: set[str] = set()  # a result scoring one of these is not kept either
+        self.broken: dict[str, StorageFaultError] = {}
+        self.fault_told = False  # a storage fault was raised to a caller: close says no more
+        # Eval results the disk refused, not raised when they were handed over (see
+        # `run_finished`): the next flush raises it.
+        self.untold: StorageFaultError | None = None
 
     def _check_fork(self) -> None:
         # A forked child shares our journal and queue objects: it must start its own.
@@ -191,10 +200,15 @@ class Recording:
 
     # -- called by the recorder (the runner's hook) ------------------------------------------
     def run_started(self, row: dict[str, Any]) -> None:
+        """A start marker (a crash then shows the run as incomplete). One the disk refuses
+        is no loss yet: the run is kept if its finishing line can be written."""
         self._check_fork()
         _live.add(self)  # flushed at exit
         with self.lock:
-            self.journal.append({"start": row})
+            try:
+                self.journal.append({"start": row})
+            except StorageFaultError:
+                return
             self.open_runs[row["run_id"]] = row
 
     def run_part(self, rows: RunRows) -> None:
@@ -203,14 +217,41 @@ class Recording:
         self._check_fork()
         run_id = next(row["run_id"] for name in CHILD_TABLES for row in rows.table(name))
         with self.lock:
-            where = self.journal.append({"part": rows.as_dict()})
+            try:
+                where = self.journal.append({"part": rows.as_dict()})
+            except StorageFaultError as fault:
+                # Rows the recorder no longer holds: the run cannot be kept whole.
+                self.broken[run_id] = fault
+                raise self._unkept(fault) from None
             self.spilled.setdefault(run_id, []).append(where)
 
     def run_finished(self, rows: RunRows) -> None:
+        """A finished run's rows (or an eval's results): journaled, then queued to be stored.
+        StorageFaultError if the disk refused a run: it is not kept, and the runner says so.
+        Results alone the disk refused are counted and raised by the next `flush`: their
+        trial is scored, and the eval's count of kept trials leaves them out."""
         self._check_fork()
         _live.add(self)
         with self.lock:
-            self.journal.append({"run": rows.as_dict()})
+            try:
+                for run in rows.runs:
+                    if run["run_id"] in self.broken:
+                        raise self.broken[run["run_id"]]
+                if self._drop_results_of_lost_runs(rows):
+                    return  # all of it scored lost runs: nothing left to keep
+                self.journal.append({"run": rows.as_dict()})
+            except StorageFaultError as fault:
+                self.lost_runs += len(rows.runs)
+                self.lost_results += len(rows.results)
+                for run in rows.runs:
+                    self.lost_ids.add(run["run_id"])
+                    self.open_runs.pop(run["run_id"], None)
+                    self.spilled.pop(run["run_id"], None)
+                    self.broken.pop(run["run_id"], None)
+                if rows.runs:
+                    raise self._unkept(fault) from None
+                self.untold = self._unkept(fault)
+                return
             for run in rows.runs:
                 self.open_runs.pop(run["run_id"], None)
                 for at, length in self.spilled.pop(run["run_id"], ()):
@@ -226,6 +267,34 @@ class Recording:
             # Waking it for every run would cost a thread switch each, for nothing.
             if len(self.pending) == 1 or len(self.pending) >= MAX_BATCH_PARTS:
                 self.wake.notify()
+
+    def _drop_results_of_lost_runs(self, rows: RunRows) -> bool:
+        """Leave out results whose run the disk refused: a stored result always has its run
+        (a run handed to a recording process and lost there may be scored already). They
+        count as lost; the fault that lost the run is told already. True if none is left."""
+        if not self.lost_ids or not rows.results:
+            return False
+        kept = [row for row in rows.results if row.get("run_id") not in self.lost_ids]
+        self.lost_results += len(rows.results) - len(kept)
+        rows.results[:] = kept
+        return rows.is_empty()
+
+    def _unkept(self, fault: StorageFaultError) -> StorageFaultError:
+        """`fault`, saying what this process could not keep so far and where the rest is."""
+        self.fault_told = True
+        lost = [
+            f"{count} {name}"
+            for count, name in (
+                (self.lost_runs, "finished run(s)"),
+                (self.lost_results, "eval result(s)"),
+                (len(self.broken), "running run(s), whose rows it could not journal,"),
+            )
+            if count
+        ]
+        return fault.adding(
+            f"{' and '.join(lost)} could not be kept; the rest are kept (stored, or in its "
+            f"journal in {self.journal.directory}/)"
+        )
 
     # -- storing -----------------------------------------------------------------------------
     def own_journals(self) -> set[Path]:
@@ -299,8 +368,10 @@ class Recording:
                     continue  # a flush stored it meanwhile: no batch, no need to open the file
             try:
                 self.ingest(wait_s=0)
-            except StoreBusyError:
-                pass  # another process is writing; try again shortly
+            except (StoreBusyError, StorageFaultError):
+                # Another process is writing, or the disk is full: try again shortly (a flush
+                # that cannot store them says why; the runs are safe in the journal).
+                pass
             except Exception as exc:  # keep going: the runs are safe in the journal
                 if str(exc) != self._last_error:
                     self._last_error = str(exc)
@@ -343,9 +414,18 @@ class Recording:
         """Store everything queued now, batch by batch (waiting readers get their turn in
         between), waiting up to `wait_s` in all for the lock; the file is closed after."""
         deadline = time.monotonic() + wait_s
-        while self.has_pending():
-            self.ingest(max(0.0, deadline - time.monotonic()), on_wait)
+        try:
+            while self.has_pending():
+                self.ingest(max(0.0, deadline - time.monotonic()), on_wait)
+        except StorageFaultError as fault:
+            self.fault_told, self.untold = True, None  # one fault, counting what was lost
+            raise fault.adding(
+                f"finished runs not stored yet stay in its journal in {self.journal.directory}/"
+            ) from None
         database.release(self.db_path, wait_s=max(0.0, deadline - time.monotonic()))
+        untold, self.untold = self.untold, None
+        if untold is not None:
+            raise untold
 
     def close(self) -> None:
         """Stop the thread, store what is queued, and remove the journal if nothing is open."""
@@ -356,18 +436,22 @@ class Recording:
             thread = self.thread
         if thread is not None:
             thread.join(timeout=self.exit_wait_s)
+        # Once a fault was raised to the caller, what it cost is the caller's to tell (the
+        # eval's note counts everything lost, this close included): not said again here.
+        told = self.fault_told
         try:
             self.flush(self.exit_wait_s)
         except Exception as exc:  # at exit nothing may raise; the journal keeps the runs
             with contextlib.suppress(Exception):  # the runs are safe either way
                 database.release(self.db_path, wait_s=self.exit_wait_s)
-            log.warning(
-                "%d run(s) stay in the spool of %s (%s); they are stored the next time a "
-                "process opens the store",
-                len(self.pending) + len(self.in_flight),
-                self.db_path,
-                exc,
-            )
+            if not (told and isinstance(exc, StorageFaultError)):  # said once already
+                log.warning(
+                    "%d run(s) stay in the spool of %s (%s); they are stored the next time a "
+                    "process opens the store",
+                    len(self.pending) + len(self.in_flight),
+                    self.db_path,
+                    exc,
+                )
         with self.lock:
             # Only what is committed may go: a run taken for a batch that never committed
             # (whatever went wrong) keeps the journal, and the next process stores it.

@@ -13,7 +13,12 @@ Nothing sent is lost if the recording process dies: the channel keeps each hook'
 the process says that hook's runs are in its journal ("ended"). If it dies before — killed,
 or failing — the channel records what it kept itself, through the store's own journal, and
 every run after that too (a warning says so once). A run it stored twice (journaled there just
-before dying) is stored once: the store skips a run it has.
+before dying) is stored once: the store skips a run it has. If the process could not keep a
+run (its disk full, the store read-only) it says so and exits, and the channel takes over the
+same way: a run recorded here from then on that the disk refuses raises at once, and what it
+refuses of the items the process had not confirmed (runs already handed back) is raised by
+the next `flush` or `close` (a `RecordingError`, counting what was lost), or warned at
+interpreter exit.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentbench.errors import RecordingError
 from agentbench.runtime import packed
 from agentbench.trace.code_version import code_version as current_code_version
 from agentbench.trace.event_wire import CHANNEL, WireWriter, frame, frames_in, new_shapes
@@ -142,6 +148,9 @@ class RecordingChannel:
         self._hooks = itertools.count(1)
         self._tokens = itertools.count(1)
         self._local: Feeder | None = None  # recording here: the process died
+        # What the disk refused of the items recorded here when taking over, not told yet:
+        # raised by the next `flush` or `close`.
+        self._fault: RecordingError | None = None
         self.generation = 0  # one more each time its process is closed: hooks begin again
         self._new_process_state()
 
@@ -227,41 +236,55 @@ class RecordingChannel:
                     raise error
                 self._unflushed = False
             if self._local is not None:
+                self._raise_fault()
                 self._local.store.flush()
 
-    def close(self) -> None:
+    def close(self, *, at_exit: bool = False) -> None:
         """Let the process store what it has and exit (it leaves its journal for the next
-        process if the store stays busy); record here whatever it could not confirm."""
+        process if the store stays busy); record here whatever it could not confirm. What
+        the disk refused of that, not told yet, is raised (`at_exit`: warned)."""
         with self._lock:
-            if os.getpid() != self._pid or self._process is None or self._local is not None:
+            if os.getpid() != self._pid:
                 return
-            process = self._process
-            if self._pending:
-                self._write()
-            if self._local is not None:
-                return
-            self._closing = True
-            with contextlib.suppress(OSError):
-                process.stdin.close()  # type: ignore[union-attr]
-            deadline = time.monotonic() + self.store.exit_wait_s + _EXIT_MARGIN_S
-            while time.monotonic() < deadline and not self._exited:
-                self._read_replies(min(0.5, max(0.0, deadline - time.monotonic())))
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            _release(process)
-            # Status 0: it read everything to the end and stored it (or left its journal).
-            if process.returncode != 0:
-                self._take_over(
-                    "did not exit in time"
-                    if process.returncode is None
-                    else f"exited with status {process.returncode}"
-                )
-            self._process = None
-            _open_channels.discard(self)
-            # Recording again starts a new process, and hooks begin again with it (a header
-            # first); runs still open here are stored as they were when it closed.
-            self._new_process_state()
-            self.generation += 1
+            try:
+                self._close_process()
+            finally:
+                fault, self._fault = self._fault, None
+            if fault is not None and at_exit:
+                log.warning("%s", fault)
+            elif fault is not None:
+                raise fault
+
+    def _close_process(self) -> None:
+        if self._process is None or self._local is not None:
+            return
+        process = self._process
+        if self._pending:
+            self._write()
+        if self._local is not None:
+            return
+        self._closing = True
+        with contextlib.suppress(OSError):
+            process.stdin.close()  # type: ignore[union-attr]
+        deadline = time.monotonic() + self.store.exit_wait_s + _EXIT_MARGIN_S
+        while time.monotonic() < deadline and not self._exited:
+            self._read_replies(min(0.5, max(0.0, deadline - time.monotonic())))
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        _release(process)
+        # Status 0: it read everything to the end and stored it (or left its journal).
+        if process.returncode != 0:
+            self._take_over(
+                "did not exit in time"
+                if process.returncode is None
+                else f"exited with status {process.returncode}"
+            )
+        self._process = None
+        _open_channels.discard(self)
+        # Recording again starts a new process, and hooks begin again with it (a header
+        # first); runs still open here are stored as they were when it closed.
+        self._new_process_state()
+        self.generation += 1
 
     # -- the process ---------------------------------------------------------------------
     def _start(self) -> subprocess.Popen[bytes]:
@@ -349,6 +372,8 @@ class RecordingChannel:
             self._flushed[item[1]] = item[2]
         elif tag == "notice":
             self.store.on_wait(item[1])
+        elif tag == "fault":
+            self._take_over(f"could not keep a run ({item[1].headline})", quiet=True)
 
     def _wait_for_flush(self, token: int) -> BaseException | None:
         """Wait (holding the lock, letting go of it while nothing is to be read) for the
@@ -375,11 +400,12 @@ class RecordingChannel:
             self._read_replies(0.0)
         return self._flushed.pop(token)
 
-    def _take_over(self, why: str) -> None:
-        """Record here from now on, starting with every item the process did not confirm."""
+    def _take_over(self, why: str, *, quiet: bool = False) -> None:
+        """Record here from now on, starting with every item the process did not confirm
+        (`quiet`: the process said why itself, and what it costs is told as a fault)."""
         if self._local is not None:
             return
-        log.warning(
+        (log.info if quiet else log.warning)(
             "the recording process for %s %s; recording in this process from now on "
             "(%d unconfirmed recorders' events are recorded here)",
             self.store.path,
@@ -400,8 +426,16 @@ class RecordingChannel:
             for item in kept[hook]:
                 try:
                     self._local.apply(hook, item)
+                except RecordingError as fault:  # counted by the store; told once, later
+                    self._fault = fault
                 except Exception:  # one item the store refuses costs no other item
                     log.warning("recording an item of recorder %d here failed", hook, exc_info=True)
+
+    def _raise_fault(self) -> None:
+        """Tell the fault met recording what the process had not confirmed (once)."""
+        fault, self._fault = self._fault, None
+        if fault is not None:
+            raise fault
 
 
 def _release(process: subprocess.Popen[bytes]) -> None:
@@ -452,4 +486,4 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 def _close_at_exit() -> None:
     for channel in list(_open_channels):
         with contextlib.suppress(Exception):
-            channel.close()
+            channel.close(at_exit=True)

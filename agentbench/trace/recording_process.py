@@ -18,7 +18,10 @@ and ends with its input. It answers on stdout (frames of hook 0):
   process dies (it then records them itself, see `recording_channel`);
 * ("flushed", token, error): everything before the flush request is stored (error: what
   stopped it, raised in the parent);
-* ("notice", text): the store's wait notices, for the parent to show.
+* ("notice", text): the store's wait notices, for the parent to show;
+* ("fault", error): the disk refused a run (full, or the store read-only); this process then
+  stops reading and exits with `FAULT_STATUS`, and the parent records what it did not
+  confirm itself (keeping it if there is room again, else saying what was lost).
 
 Items it reads: on hook 0, ("shapes", [...]) and ("flush", token); on a hook, ("header",
 labels, rules, code version) first, then ("event", ...) items — and ("secrets", values) when
@@ -34,12 +37,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# The exit status after a ("fault", error) answer.
+FAULT_STATUS = 3
+
 
 def main(argv: list[str]) -> int:
     # Before anything else: a Ctrl-C meant for the parent must not cut the storing short.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import pickle
 
+    from agentbench.errors import RecordingError
     from agentbench.trace.event_wire import CHANNEL, frame, frames
     from agentbench.trace.feeder import Feeder
     from agentbench.trace.store import TraceStore
@@ -69,6 +76,11 @@ def main(argv: list[str]) -> int:
     try:
         for hook, data in frames(sys.stdin.buffer):
             feeder.apply(hook, data)
+    except RecordingError as exc:
+        # The disk refused a run (full, or the store read-only): the parent takes over every
+        # item not confirmed yet, and keeps what it can or says what it could not.
+        reply(("fault", exc))
+        return FAULT_STATUS
     except Exception:
         # Through agentbench's logger, whose filter masks secrets (a bare traceback would
         # not be); the parent records what this process did not confirm.

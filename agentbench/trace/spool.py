@@ -22,6 +22,7 @@ others from being stored.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -35,6 +36,7 @@ from typing import Any
 import orjson
 
 from agentbench.trace.errors import JournalError
+from agentbench.trace.faults import storage_fault
 from agentbench.trace.journal_reader import ParsedJournal, parse_journal
 from agentbench.trace.quarantine import quarantine
 from agentbench.trace.schema import RunRows
@@ -72,10 +74,15 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class Journal:
-    """This process's journal: created on first use, locked for the process's lifetime."""
+    """This process's journal: created on first use, locked for the process's lifetime.
+
+    A line the disk refuses (full, read-only) raises the store's `StorageFaultError`, and
+    whatever part of it was written is cut off again: the journal holds whole lines only, so
+    the next line written once there is room is read as it was written."""
 
     def __init__(self, directory: Path, *, fsync: bool = False) -> None:
         self.directory = directory
+        self.store = directory.with_name(directory.name.removesuffix(".spool"))
         self.fsync = fsync
         self.path: Path | None = None
         self._fd: int | None = None
@@ -86,9 +93,17 @@ class Journal:
         if self._fd is None:
             self._fd, self.path = self._create()
         line = orjson.dumps(record) + b"\n"
-        _write_all(self._fd, line)
-        if self.fsync:
-            os.fsync(self._fd)
+        try:
+            _write_all(self._fd, line)
+            if self.fsync:
+                os.fsync(self._fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # shrinking a file needs no room
+                os.ftruncate(self._fd, self.size)
+            fault = storage_fault(self.store, exc, file=self.path)
+            if fault is None:
+                raise
+            raise fault from None
         at = self.size
         self.size += len(line)
         return at, len(line)
@@ -103,11 +118,17 @@ class Journal:
         return data
 
     def rotate(self, keep: list[dict[str, Any]]) -> None:
-        """Start a new segment holding only `keep` (open runs' markers); drop the old one."""
-        old_fd, old_path = self._fd, self.path
+        """Start a new segment holding only `keep` (open runs' markers); drop the old one.
+        If the new one cannot be written, the old one stays (it holds the same markers)."""
+        old_fd, old_path, old_size = self._fd, self.path, self.size
         self._fd, self.path, self.size = None, None, 0
-        for record in keep:
-            self.append(record)
+        try:
+            for record in keep:
+                self.append(record)
+        except BaseException:
+            self.close(delete=True)
+            self._fd, self.path, self.size = old_fd, old_path, old_size
+            raise
         if old_fd is not None and old_path is not None:
             old_path.unlink(missing_ok=True)
             os.close(old_fd)
@@ -127,6 +148,9 @@ class Journal:
             self.directory.mkdir(parents=True, exist_ok=True)
             fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         except OSError as exc:
+            fault = storage_fault(self.store, exc, file=self.directory)
+            if fault is not None:
+                raise fault from None
             reason = exc.strerror or str(exc)
             if isinstance(exc, FileExistsError | NotADirectoryError):
                 reason = "it exists and is not a folder"

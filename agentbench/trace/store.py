@@ -23,17 +23,23 @@ from typing import Any
 
 import duckdb
 
+from agentbench.errors import RecordingError
 from agentbench.trace import portable, queries
 from agentbench.trace.code_version import find_work_tree
 from agentbench.trace.database import WaitNotice, opened
-from agentbench.trace.errors import TraceStoreError, damaged
+from agentbench.trace.errors import (
+    StorageFaultError,
+    StoreReadOnlyError,
+    TraceStoreError,
+    damaged,
+)
 from agentbench.trace.migrations import LATEST, check, migrate
 from agentbench.trace.recorder import RunLabels, TraceRecorder
 from agentbench.trace.recording import Recording, store_batch
 from agentbench.trace.recording_channel import ProcessRecorder, RecordingChannel
 from agentbench.trace.redact import RedactionRules, Redactor
 from agentbench.trace.schema import RunRecord, RunRows, RunTrace
-from agentbench.trace.spool import has_dead, spool_dir
+from agentbench.trace.spool import has_dead, spool_dir, survey
 
 log = logging.getLogger("agentbench.trace")
 
@@ -164,17 +170,27 @@ class TraceStore:
 
     def close(self) -> None:
         """Flush and release this process's journal (also done at interpreter exit), and let
-        the recording process store what it has and exit."""
-        if self._channel is not None:
-            self._channel.close()
-        if self._recording is not None:
-            self._recording.close()
+        the recording process store what it has and exit. Runs handed to the recording
+        process that the disk refused (full, read-only) are raised here as a
+        `StorageFaultError` if no `flush` told them: they were never kept."""
+        try:
+            if self._channel is not None:
+                self._channel.close()
+        finally:
+            if self._recording is not None:
+                self._recording.close()
 
     def __enter__(self) -> TraceStore:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if kind is None:
+            self.close()
+            return
+        try:  # the error on its way out says what went wrong; a fault is said beside it
+            self.close()
+        except RecordingError as fault:
+            log.warning("%s", fault)
 
     def _recorder_side(self) -> Recording:
         with self._recording_guard:
@@ -253,7 +269,7 @@ class TraceStore:
         """Add the runs, evals and results of another store file to this one (runs and evals
         it already has are skipped); the source is brought to this version's schema first."""
         other = TraceStore(source, wait_s=self.wait_s, on_wait=self.on_wait)
-        other.settle()
+        other.settle(reading=True)  # only read: a read-only source merges as it is
         self.flush()
         with self.writing() as conn:
             return portable.merge_store(conn, other.path)
@@ -273,23 +289,43 @@ class TraceStore:
         spool = spool_dir(self.path)
         never_made = not self.path.exists() and spool.is_dir()
         if has_dead(spool, own) or never_made or self._never_initialised():
-            self._store_dead(own)
+            self._store_dead(own, reading=True)
         for attempt in range(2):
             with opened(self.path, write=False, wait_s=self.wait_s, on_wait=self.on_wait) as conn:
-                if check(conn, self.path) == LATEST:
+                version = check(conn, self.path)
+                if version == LATEST:
                     with _engine_errors(self.path):
                         yield conn
                     return
             if attempt == 0:
-                self._store_dead(own)  # an older schema: migrating needs the write lock
+                try:
+                    self._store_dead(own)  # an older schema: migrating needs the write lock
+                except StoreReadOnlyError as fault:
+                    raise fault.adding(
+                        f"it was written by an older agentbench (schema {version}; this one "
+                        f"reads {LATEST})",
+                        advice="open it once where it can be written, and it is migrated",
+                    ) from None
         raise TraceStoreError(f"{self.path}: could not bring the store to schema {LATEST}")
 
-    def settle(self) -> None:
+    def _waiting_runs(self) -> int:
+        """Runs the journals of dead processes hold (stored ones included: a count to tell)."""
+        states = survey(spool_dir(self.path))
+        return sum(len(s.parsed.run_ids()) for s in states if not s.alive and s.parsed)
+
+    def unkept(self) -> tuple[int, int]:
+        """Finished runs and eval results this process was handed but could not keep: the
+        disk refused to journal them (full, or the store read-only; see `StorageFaultError`)."""
+        recording = self._recording
+        return (recording.lost_runs, recording.lost_results) if recording else (0, 0)
+
+    def settle(self, *, reading: bool = False) -> None:
         """Make the file a store at this version's schema, holding everything queued here and
-        everything crashed processes left in its spool (what a reader waits for first)."""
+        everything crashed processes left in its spool (what a reader waits for first);
+        `reading`: for a caller that only reads it, a read-only store is left as it is."""
         self.flush()
         own = self._recording.own_journals() if self._recording is not None else set()
-        self._store_dead(own)
+        self._store_dead(own, reading=reading)
 
     def _never_initialised(self) -> bool:
         """An empty file: its creator was killed before DuckDB wrote anything (opening it
@@ -299,18 +335,42 @@ class TraceStore:
         except OSError:
             return False
 
-    def _store_dead(self, own: set[Path]) -> None:
-        for _ in range(_MAX_DEAD_BATCHES):
-            more = store_batch(
-                self.path,
-                take=list,
-                give_back=lambda batch: None,
-                own=own,
-                wait_s=self.wait_s,
-                on_wait=self.on_wait,
-            )
-            if not more:
-                return
+    def _store_dead(self, own: set[Path], *, reading: bool = False) -> None:
+        """Store what dead processes' journals hold (and make or migrate the store).
+
+        `reading`: for a reader, a store it cannot write is read as it is — a read-only store
+        stays readable; the runs its journals hold are named in a warning, as they cannot be
+        stored there. A full disk is still an error: the fix is room, and then they are."""
+        try:
+            for _ in range(_MAX_DEAD_BATCHES):
+                more = store_batch(
+                    self.path,
+                    take=list,
+                    give_back=lambda batch: None,
+                    own=own,
+                    wait_s=self.wait_s,
+                    on_wait=self.on_wait,
+                )
+                if not more:
+                    return
+        except StorageFaultError as fault:
+            waiting = self._waiting_runs()
+            if not (reading and isinstance(fault, StoreReadOnlyError) and self.path.exists()):
+                if waiting:
+                    raise fault.adding(
+                        f"its journals in {spool_dir(self.path)}/ hold {waiting} run(s), "
+                        "stored once there is room"
+                    ) from None
+                raise
+            if waiting:
+                log.warning(
+                    "%s is read-only (%s): the %d run(s) its journals in %s/ hold are not in "
+                    "it; they are stored once it is writable",
+                    self.path,
+                    fault.reason,
+                    waiting,
+                    spool_dir(self.path),
+                )
 
 
 @contextlib.contextmanager
