@@ -12,7 +12,13 @@ import click
 
 from agentbench._version import __version__
 from agentbench.commands.bisect import bisect_command
-from agentbench.commands.boundary import DEBUG_ENV, DEBUG_FLAG, Invocation, unexpected
+from agentbench.commands.boundary import (
+    DEBUG_ENV,
+    DEBUG_FLAG,
+    Invocation,
+    disk_fault,
+    unexpected,
+)
 from agentbench.commands.boundary import report as report_error
 from agentbench.commands.gate import gate
 from agentbench.commands.history import history
@@ -102,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         if user_interrupted(exc):  # a Ctrl-C that Python wrapped (one inside a class's creation)
             return report_error(invocation, exc, "interrupted", EXIT_INTERRUPTED, "interrupted")
         command = invocation.command(set(cli.commands))
+        line = disk_fault(command, exc)
+        if line is not None:
+            return report_error(invocation, exc, line, EXIT_INFRA, "infrastructure")
         line = unexpected(command, exc, debug=invocation.debug)
         return report_error(invocation, exc, line, EXIT_INFRA, "unexpected")
     return code if isinstance(code, int) else EXIT_OK

@@ -1,6 +1,7 @@
 """The CLI boundary: every error a command raises becomes one line that says what and where.
 
-Errors agentbench raises on purpose already say what was expected; anything else is a bug
+Errors agentbench raises on purpose already say what was expected; a file the disk refused
+(full, read-only) is the machine's fault and is said so (`disk_fault`); anything else is a bug
 (in agentbench or in the agent code it ran), and a user still gets one line — the command,
 the exception, the innermost frame outside installed libraries, and what to do — instead of
 a traceback. `--debug` anywhere on the command line (or `AGENTBENCH_DEBUG=1`) adds the full
@@ -10,6 +11,7 @@ stdout learns why there is no result.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import sysconfig
@@ -18,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+import duckdb
 import orjson
 
 from agentbench.errors import one_line
+from agentbench.trace.faults import fault_errno, file_of
 
 DEBUG_FLAG = "--debug"
 DEBUG_ENV = "AGENTBENCH_DEBUG"
@@ -89,9 +93,30 @@ def unexpected(command: str, exc: BaseException, *, debug: bool) -> str:
     )
 
 
-def report(
-    invocation: Invocation, exc: BaseException, line: str, exit_code: int, kind: str
-) -> int:
+_DISK_SAYS = {
+    errno.ENOSPC: "its disk is full",
+    errno.EDQUOT: "its disk quota is used up",
+    errno.EFBIG: "a file size limit was reached",
+    errno.EROFS: "its filesystem is read-only",
+    errno.EACCES: "this user may not write there",
+    errno.EPERM: "this user may not write there",
+}
+
+
+def disk_fault(command: str, exc: BaseException) -> str | None:
+    """The one line for a file the disk refused outside the store (a report, a cassette, an
+    export DuckDB writes): not a bug, so no traceback hint. None if `exc` is not that."""
+    if not isinstance(exc, OSError | duckdb.Error):
+        return None
+    code = fault_errno(exc)
+    if code is None:
+        return None
+    file = file_of(exc)
+    where = f"{file}: " if file is not None else ""
+    return f"error: {command} failed: {where}{os.strerror(code)} ({_DISK_SAYS[code]})"
+
+
+def report(invocation: Invocation, exc: BaseException, line: str, exit_code: int, kind: str) -> int:
     """Print the error (stderr; also stdout as JSON with --json); return the exit code."""
     if invocation.debug:
         traceback.print_exception(exc, file=sys.stderr)

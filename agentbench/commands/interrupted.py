@@ -4,7 +4,8 @@
 command decorated with `explains_interruption` turns the KeyboardInterrupt into `Interrupted`,
 whose message says what was kept: the eval id and the exact `--resume` command once the eval
 was started, else that nothing was stored. The CLI prints it and exits 130, the shell's code
-for a process ended by SIGINT, without a traceback.
+for a process ended by SIGINT, without a traceback. An eval stopped by its store's disk (full,
+read-only) is told the same way, as that fault (exit 3): `ResumeNote.stopped_by`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agentbench.errors import Interrupted
+from agentbench.trace.errors import StorageFaultError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,6 +38,8 @@ class ResumeNote:
     # Whether the eval is in the store yet (so it can be resumed), and its trials stored so far.
     started: Callable[[], bool] = field(default=lambda: False)
     finished: Callable[[], int] = field(default=lambda: 0)
+    # Trials among `finished` whose results the store's disk refused to keep.
+    unkept: Callable[[], int] = field(default=lambda: 0)
 
     def message(self) -> str:
         if self.eval_id is None or not self.started():
@@ -52,6 +56,23 @@ class ResumeNote:
         return (
             f"interrupted: eval {self.eval_id} keeps the {done}{of} trial(s) that finished"
             f"{where}; run the rest with:\n  {command}"
+        )
+
+    def stopped_by(self, fault: StorageFaultError) -> StorageFaultError:
+        """`fault` (the store's disk refused a write), saying what the eval keeps and how to
+        finish it once there is room: the trials whose results could not be kept are not
+        counted as finished, and `--resume` runs them again."""
+        if self.eval_id is None or not self.started():
+            return fault
+        done = max(0, self.finished() - self.unkept())
+        of = f" of {self.planned}" if self.planned is not None else ""
+        return fault.adding(
+            f"eval {self.eval_id} keeps the {done}{of} trial(s) that finished",
+            advice=(
+                "free some space on its disk, then run the rest with "
+                f"`{resume_command(self.argv, self.eval_id)}` (the journals are stored first), "
+                "or point --db / AGENTBENCH_DB at a store on another disk"
+            ),
         )
 
 
@@ -95,7 +116,8 @@ def note() -> ResumeNote:
 
 def explains_interruption(argv: Callable[[], Sequence[str]]) -> Callable[[F], F]:
     """Turn a KeyboardInterrupt in the decorated command into `Interrupted`, worded from the
-    `note()` the command filled in; `argv` gives the command line it was called with."""
+    `note()` the command filled in, and a storage fault into one saying what the eval keeps;
+    `argv` gives the command line it was called with."""
 
     def decorate(command: F) -> F:
         @functools.wraps(command)
@@ -106,6 +128,8 @@ def explains_interruption(argv: Callable[[], Sequence[str]]) -> Callable[[F], F]
                 return command(*args, **kwargs)
             except KeyboardInterrupt:
                 raise Interrupted(current.message(), eval_id=current.eval_id) from None
+            except StorageFaultError as fault:
+                raise current.stopped_by(fault) from None
             finally:
                 _note.reset(token)
 

@@ -12,6 +12,7 @@ did not finish, failed its eval case or had request drift is refused unless `--f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -290,6 +291,19 @@ def case_entry(case_id: str, info: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
+def _write_whole(path: Path, text: str) -> None:
+    """Write `text` to `path` through a file beside it, renamed when whole: a disk that
+    fills half-way leaves the suite's cases file as it was (the error names the file)."""
+    partial = path.with_name(f".{path.name}.tmp")
+    try:
+        partial.write_text(text)
+        partial.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+
+
 @click.command(
     epilog="""\b
 Examples:
@@ -372,20 +386,20 @@ def promote(
     before = cases_file.read_text() if cases_file.exists() else None
     text = yaml.safe_dump([case_entry(case_id, info)], sort_keys=False, allow_unicode=True)
     cases_file.parent.mkdir(parents=True, exist_ok=True)
-    cases_file.write_text((before.rstrip() + "\n\n" if before else "") + text)
+    _write_whole(cases_file, (before.rstrip() + "\n\n" if before else "") + text)
     try:
         reloaded = load_suite(suite_dir)
-    except UsageError:
+        # As the harness writes it: `agentbench replay CASSETTE` then finds the suite, and
+        # so the agent, from the cassette alone.
+        folder = os.path.relpath(suite_dir.resolve(), cassette_path.parent)
+        cassette.update_info(suite=reloaded.name, case=case_id, suite_dir=Path(folder).as_posix())
+        cassette.save(cassette_path)  # a full disk: no case is left without its cassette
+    except (UsageError, OSError):
         if before is None:
             cases_file.unlink()
         else:
-            cases_file.write_text(before)
+            _write_whole(cases_file, before)
         raise
-    # As the harness writes it: `agentbench replay CASSETTE` then finds the suite, and so
-    # the agent, from the cassette alone.
-    folder = os.path.relpath(suite_dir.resolve(), cassette_path.parent)
-    cassette.update_info(suite=reloaded.name, case=case_id, suite_dir=Path(folder).as_posix())
-    cassette.save(cassette_path)
     source = next((c.source for c in reloaded.cases if c.id == case_id), None)
     at = f"{source[0].resolve()}:{source[1]}" if source else str(cases_file.resolve())
     click.echo(f"case {case_id} added to suite {reloaded.name} at {at}")

@@ -259,6 +259,7 @@ def run(
             lambda: harness.eval_started,
             lambda: harness.finished_trials,
         )
+        note.unkept = lambda: store.unkept()[1]
         with summary_text.progress(total, enabled=sys.stderr.isatty() and not as_json) as tick:
             harness.progress = tick
             result = asyncio.run(harness.run(found.suites, [str(e) for e in found.errors]))

@@ -40,6 +40,7 @@ from agentbench.evals.results_store import eval_config, keep_verdict
 from agentbench.evals.shards import Shard, ShardSet
 from agentbench.evals.verdict import ERROR, EXIT_USAGE, GateRules, Verdict, decide
 from agentbench.report import write_report
+from agentbench.trace.errors import StoreReadOnlyError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,6 +53,7 @@ class Written:
     junit: Path | None = None
     summary_md: Path | None = None
     failures: list[Exception] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was left out, and why
 
 
 def check_shard_options(
@@ -156,7 +158,15 @@ def write_outputs(
             written.failures.append(exc)
             return None
 
-    attempt(lambda: keep_verdict(store, result.eval_id, verdict.as_dict()))
+    try:
+        keep_verdict(store, result.eval_id, verdict.as_dict())
+    except StoreReadOnlyError as fault:  # `gate` of a store it may only read: judged all the same
+        written.notes.append(
+            f"the verdict is not kept with the eval: {fault.headline} (a report made later "
+            "judges the eval without a baseline)"
+        )
+    except Exception as exc:
+        written.failures.append(exc)
     if junit is not None:
         attempt(lambda: write_junit(junit, result.outcomes, verdict=verdict))
         written.junit = junit.absolute()
@@ -195,7 +205,10 @@ def show(
     as_json: bool,
 ) -> None:
     """The summary a person reads (or the JSON a script does), ending with the verdict; with
-    `--json` the `gate: …` lines go to stderr, so a log still shows them."""
+    `--json` the `gate: …` lines go to stderr, so a log still shows them (and notes on
+    outputs left out, always)."""
+    for note in written.notes:
+        click.echo(f"note: {note}", err=True)
     comparison = verdict.comparison
     if as_json:
         document = {

@@ -15,6 +15,7 @@ a vcrpy or agentbench format version this code does not know is refused, not hal
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import http
 import json
@@ -276,8 +277,13 @@ class Cassette:
         )
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(target)  # never leave a half-written cassette behind
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(target)  # never leave a half-written cassette behind
+        except OSError as exc:  # a full disk, say: named by the cassette, not the temp file
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
         self.path = target
         return target
 

@@ -18,6 +18,7 @@ rule's match can span, so redacting them one by one masks what redacting the who
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -238,6 +239,11 @@ def _write(folder: Path, pieces: Iterable[str]) -> Path:
             for piece in pieces:
                 out.write(piece)
         partial.replace(path)
+    except OSError as exc:  # a full disk says no file: the error names the report's
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     finally:
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
     return path
