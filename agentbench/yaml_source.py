@@ -19,7 +19,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,29 +84,72 @@ def max_file_bytes() -> int:
 
 def read_source(path: Path) -> str:
     """The UTF-8 text of a regular file of at most `max_file_bytes()`; SourceError if not."""
-    limit = max_file_bytes()
+    data = read_bytes(path, max_file_bytes(), _too_big)
+    encoding = wrong_encoding(data)
+    if encoding is not None:
+        raise SourceError(f"{encoding}; save the file as UTF-8", Position(1, 1))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        message, where = not_utf8(data, exc)
+        raise SourceError(f"{message}; save the file as UTF-8", where) from None
+    return text.removeprefix("\ufeff")  # a byte-order mark some editors write; JSON rejects it
+
+
+def read_bytes(path: Path, limit: int, too_big: Callable[[int, int], str]) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, never reading more than that (and
+    one): SourceError if it is no regular file (a named pipe would block the read forever, a
+    device may never end), cannot be read, or is bigger (`too_big(size, limit)` says so)."""
     try:
         info = path.stat()  # follows links: a loop or a dangling link fails here, by name
         if not stat.S_ISREG(info.st_mode):
-            # A named pipe would block the read forever; a device may never end.
             raise SourceError(f"not a regular file ({_file_kind(info.st_mode)}); expected text")
         if info.st_size > limit:
-            raise SourceError(_too_big(info.st_size, limit))
+            raise SourceError(too_big(info.st_size, limit))
         with open(path, "rb") as stream:
             data = stream.read(limit + 1)  # it may have grown since stat
     except OSError as exc:
         raise SourceError(f"cannot read the file: {_os_reason(path, exc)}") from None
     if len(data) > limit:
-        raise SourceError(_too_big(len(data), limit))
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line_start = data.rfind(b"\n", 0, exc.start) + 1
-        where = Position(data.count(b"\n", 0, exc.start) + 1, exc.start - line_start + 1)
-        raise SourceError(
-            f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as UTF-8", where
-        ) from None
-    return text.removeprefix("\ufeff")  # a byte-order mark some editors write; JSON rejects it
+        raise SourceError(too_big(len(data), limit))
+    return data
+
+
+# Byte-order marks of the encodings a text file saved by mistake is most often in.
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
+def wrong_encoding(data: bytes) -> str | None:
+    """`not UTF-8 text: it is UTF-16 (...)` when `data` is plainly UTF-16 or UTF-32 (a
+    byte-order mark, or ASCII text with NUL bytes between its characters, which UTF-8
+    decoding alone would take), else None."""
+    found = next((name for bom, name in _BOMS if data.startswith(bom)), None)
+    head = data[:64]
+    nuls = head.count(0)
+    if found is None and len(head) >= 4 and nuls * 2 >= len(head) and head.isascii():
+        found = "UTF-32" if nuls * 4 >= len(head) * 3 else "UTF-16"
+    if found is None:
+        return None
+    return f"not UTF-8 text: it is {found} (convert it: iconv -f {found} -t UTF-8)"
+
+
+def not_utf8(data: bytes, exc: UnicodeDecodeError, first_line: int = 1) -> tuple[str, Position]:
+    """What is wrong with `data` (a file's bytes, or its line `first_line`), which are not
+    UTF-8, and where: `not UTF-8 text: byte 0xE9 at line 2, column 8 (...)`."""
+    line_start = data.rfind(b"\n", 0, exc.start) + 1
+    where = Position(first_line + data.count(b"\n", 0, exc.start), exc.start - line_start + 1)
+    byte = data[exc.start]
+    guess = " (Latin-1 or Windows-1252 text?)" if byte >= 0xA0 else ""
+    return (
+        f"not UTF-8 text: byte 0x{byte:02X} at line {where.line}, column {where.column} "
+        f"({exc.reason}){guess}",
+        where,
+    )
 
 
 def _too_big(size: int, limit: int) -> str:

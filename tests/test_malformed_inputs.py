@@ -173,6 +173,16 @@ def not_utf8_suite_yaml(repo: Path, mp: pytest.MonkeyPatch) -> Planted:
     return Planted(file, line, "not UTF-8 text")
 
 
+def utf16_yaml(repo: Path, mp: pytest.MonkeyPatch) -> Planted:
+    file = _case_file(repo, "utf16.yaml", "- id: wide\n  input: hi\n".encode("utf-16"))
+    return Planted(file, 1, "not UTF-8 text: it is UTF-16 (convert it: iconv -f UTF-16")
+
+
+def utf16_jsonl_without_a_byte_order_mark(repo: Path, mp: pytest.MonkeyPatch) -> Planted:
+    rows = '{"id": "wide", "input": "hi"}\n'.encode("utf-16-le")  # UTF-8 decoding takes it
+    return Planted(_case_file(repo, "utf16.jsonl", rows), 1, "not UTF-8 text: it is UTF-16")
+
+
 def case_file_linked_to_itself(repo: Path, mp: pytest.MonkeyPatch) -> Planted:
     file = repo / "golden" / "victim" / "cases" / "loop.yaml"
     file.symlink_to("loop.yaml")
@@ -252,6 +262,8 @@ SUITE_CORPUS = [
     not_utf8_yaml,
     not_utf8_jsonl,
     not_utf8_suite_yaml,
+    utf16_yaml,
+    utf16_jsonl_without_a_byte_order_mark,
     case_file_linked_to_itself,
     case_files_linked_to_each_other,
     case_file_linked_to_nothing,

@@ -106,11 +106,24 @@ Examples:
 )
 @store_options
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-def import_otel(db: Path | None, wait_s: float, paths: tuple[Path, ...]) -> None:
-    """Store the GenAI spans in OTLP/JSON FILES (or folders of them) as runs."""
+@click.option(
+    "--max-mb",
+    type=click.FloatRange(min=0, min_open=True),
+    default=100,
+    show_default=True,
+    envvar="AGENTBENCH_OTEL_MAX_MB",
+    show_envvar=True,
+    help="The most OTLP data one import reads, all files together, in megabytes (an import "
+    "holds a few times its files' size in memory).",
+)
+def import_otel(db: Path | None, wait_s: float, paths: tuple[Path, ...], max_mb: float) -> None:
+    """Store the GenAI spans in OTLP FILES (or folders of them) as runs: OTLP/JSON lines, as
+    the collector's file exporter writes them, or OTLP protobuf. All or nothing: a file wrong
+    anywhere is named and nothing is stored."""
     importer = _otel("importer")
+    max_bytes = _otel("otlp_files").max_bytes_of(max_mb)
     store = open_store(db, wait_s)
-    summary = importer.import_files(store, paths)
+    summary = importer.import_files(store, paths, max_bytes=max_bytes)
     runs = summary.stored + summary.skipped
     if not runs:
         raise UsageError(

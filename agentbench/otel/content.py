@@ -25,6 +25,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from agentbench.errors import one_line
+from agentbench.otel import bounded_json
 from agentbench.otel import conventions as c
 from agentbench.otel.messages import (
     ContentError,
@@ -68,10 +70,12 @@ def _json(value: Any, span: Span, attribute: str) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return bounded_json.loads(value)
+    except bounded_json.JsonBoundsError as exc:
+        raise SpanContentError(f"{span.where}: attribute {attribute}: {exc}") from None
     except ValueError as exc:
         raise SpanContentError(
-            f"{span.where}: attribute {attribute} is not JSON ({exc.args[0]})"
+            f"{span.where}: attribute {attribute} is not JSON ({one_line(exc, 120)})"
         ) from None
 
 
@@ -442,14 +446,27 @@ def _openinference_tools(attributes: dict[str, Any]) -> list[dict[str, Any]]:
         schema = (item.get("tool") or {}).get("json_schema")
         if isinstance(schema, str):
             try:
-                tools.append(json.loads(schema))
+                tools.append(bounded_json.loads(schema))
             except ValueError:
                 continue
     return tools
 
 
 def call_content(span: Span, logs: list[LogRecord]) -> CallContent:
-    """The span's request and response, from whichever form carries them."""
+    """The span's request and response, from whichever form carries them; SpanContentError
+    naming the span when what it carries has a shape no form has (a message that is a number,
+    a token count that is a word)."""
+    try:
+        return _call_content(span, logs)
+    except SpanContentError:
+        raise
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        raise SpanContentError(
+            f"{span.where}: its message content cannot be read ({one_line(exc, 160)})"
+        ) from None
+
+
+def _call_content(span: Span, logs: list[LogRecord]) -> CallContent:
     for reader in (_latest, _openinference, _prompt_attributes):
         found = reader(span)
         if found is not None:

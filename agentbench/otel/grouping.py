@@ -18,12 +18,24 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentbench.errors import one_line
+from agentbench.otel import bounded_json
 from agentbench.otel import conventions as c
-from agentbench.otel.content import CallContent, call_content
+from agentbench.otel.content import CallContent, SpanContentError, call_content
 from agentbench.otel.otlp_json import LogRecord, Span
 from agentbench.runtime.tools import ResultKind, ToolResult
 
 _CHAT_OPERATIONS = ("chat", "text_completion", "generate_content")
+# A model call's content as JSON text, which `call_content` parses into its request and
+# response: nothing reads the text again.
+_CONTENT_TEXTS = (
+    c.INPUT_MESSAGES,
+    c.OUTPUT_MESSAGES,
+    c.SYSTEM_INSTRUCTIONS,
+    c.TOOL_DEFINITIONS,
+    "input.value",
+    "output.value",
+)
 
 
 def _operation(span: Span) -> str | None:
@@ -141,6 +153,8 @@ def _trace_runs(spans: list[Span], logs: dict[str, list[LogRecord]]) -> list[Imp
             owner.tools.append(_tool(span))
         else:
             owner.calls.append((span, call_content(span, logs.get(span.span_id, []))))
+            for name in _CONTENT_TEXTS:  # read now, and the bulk of a file: not kept twice
+                span.attributes.pop(name, None)
     for run in runs.values():
         run.span_events = [
             (event.time_ns, event.name.removeprefix(c.EVENT_PREFIX), event.attributes)
@@ -159,6 +173,18 @@ def _depth(run: ImportedRun) -> int:
 
 
 def _tool(span: Span) -> ImportedTool:
+    """The tool call a span records; SpanContentError naming the span when it cannot be read."""
+    try:
+        return _read_tool(span)
+    except SpanContentError:
+        raise
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        raise SpanContentError(
+            f"{span.where}: its tool call cannot be read ({one_line(exc, 160)})"
+        ) from None
+
+
+def _read_tool(span: Span) -> ImportedTool:
     attributes = span.attributes
     arguments = attributes.get(c.TOOL_ARGUMENTS, attributes.get("input.value"))
     raw = attributes.get(c.RAW_ARGUMENTS)
@@ -212,10 +238,13 @@ def _tool_result(span: Span) -> ToolResult | None:
 
 
 def loads(value: Any) -> Any:
+    """An attribute's JSON text as its value; the text itself when it is not JSON (a tool's
+    plain-text result), or is JSON the store could not hold as a value (an integer beyond
+    64 bits, nesting deeper than MAX_DEPTH): kept as written, nothing misread or lost."""
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return bounded_json.loads(value)
     except ValueError:
         return value
 
@@ -248,31 +277,75 @@ def _conversation_after(run: ImportedRun) -> list[str] | None:
     return [_message_key(m) for m in messages]
 
 
+def _prefix_hashes(keys: list[str]) -> list[int]:
+    """`out[i]` is a hash of `keys[: i + 1]`: every prefix of a conversation, in one pass."""
+    hashes, running = [], 0
+    for key in keys:
+        running = hash((running, key))
+        hashes.append(running)
+    return hashes
+
+
+class _OpenTails:
+    """Runs whose conversation a later call may continue, indexed by the messages such a call
+    would start with (their count and hash), each index entry in the order its runs were
+    opened or last continued: finding the run a call continues costs a lookup per message of
+    the call, however many runs are open (a scan of every open run made a plain program's
+    thousands of single-call traces take hours)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[int, int], dict[str, ImportedRun]] = defaultdict(dict)
+        self._tails: dict[str, tuple[tuple[int, int], list[str]]] = {}
+        self._stamps: dict[str, int] = {}  # when each run was last opened
+        self._clock = 0
+
+    def open(self, run: ImportedRun) -> None:
+        """Index `run` by its conversation so far (again, after it took a continuation)."""
+        old = self._tails.pop(run.key, None)
+        if old is not None:
+            self._entries[old[0]].pop(run.key, None)
+        tail = _conversation_after(run)
+        if tail:
+            entry = (len(tail), _prefix_hashes(tail)[-1])
+            self._entries[entry][run.key] = run  # last in its entry: the latest opened
+            self._tails[run.key] = (entry, tail)
+            self._clock += 1
+            self._stamps[run.key] = self._clock
+
+    def continued_by(self, first: list[str]) -> ImportedRun | None:
+        """The latest opened run whose whole conversation `first` starts with and extends."""
+        best: ImportedRun | None = None
+        for length, hashed in enumerate(_prefix_hashes(first[:-1]), 1):
+            runs = self._entries.get((length, hashed))
+            if not runs:
+                continue
+            for key in reversed(runs):  # nearly always the first: the hashes matched
+                if self._tails[key][1] == first[:length]:
+                    if best is None or self._stamps[key] > self._stamps[best.key]:
+                        best = runs[key]
+                    break
+        return best
+
+
 def _join_continuations(runs: list[ImportedRun]) -> list[ImportedRun]:
     """Loose single-trace runs whose first call continues an earlier run's conversation are
     folded into it (each earlier run takes at most one continuation: the next turn)."""
     kept: list[ImportedRun] = []
-    open_tails: dict[str, ImportedRun] = {}  # run key → run, while its tail is unclaimed
+    open_tails = _OpenTails()
     for run in sorted(runs, key=lambda r: r.start_ns()):
         if run.explicit or not run.calls or run.calls[0][1].missing:
             kept.append(run)
             continue
         first = [_message_key(m) for m in run.calls[0][1].request.get("messages", [])]
-        target = None
-        for candidate in reversed(list(open_tails.values())):
-            tail = _conversation_after(candidate)
-            if tail and len(first) > len(tail) and first[: len(tail)] == tail:
-                target = candidate
-                break
+        target = open_tails.continued_by(first)
         if target is None:
             kept.append(run)
-            open_tails[run.key] = run
+            open_tails.open(run)
             continue
         target.calls.extend(run.calls)
         target.tools.extend(run.tools)
         target.joined_traces.append(run.trace_id)
-        open_tails.pop(target.key)
-        open_tails[target.key] = target  # its tail moved on
+        open_tails.open(target)  # its tail moved on
     return kept
 
 

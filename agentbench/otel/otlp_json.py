@@ -1,12 +1,16 @@
-"""OTLP/JSON files: spans (and log records) written and read as the collector's file exporter does.
+"""OTLP/JSON: spans (and log records) written as the collector's file exporter writes them,
+and read back from the export requests a file holds.
 
 One `ExportTraceServiceRequest` (or `ExportLogsServiceRequest`) per line, in the OTLP/JSON
 encoding: lowerCamelCase keys, enums as integers, 64-bit integers as decimal strings, and
 trace and span ids as hex strings, not base64 (the one place it differs from protobuf's
 canonical JSON). Writing uses opentelemetry's own OTLP encoder, so what we write is what an
-OTLP exporter would send. Reading is lenient where files in the wild differ (ids in base64,
-integers as numbers, a whole pretty-printed document instead of lines) and exact about where
-a file is wrong: its name, line and the field expected.
+OTLP exporter would send. `spans_of` and `logs_of` read one parsed request (files are read by
+`otlp_files`): lenient where files in the wild differ (ids in base64, integers as numbers,
+enums by name) and exact about what is wrong and where — the file, line, span name and id,
+and the field expected — for every shape a value can have, so nothing malformed gets past
+here as anything but an `OtlpFileError`. Attribute values nest at most `MAX_DEPTH` levels,
+integers fit in 64 bits, times are nanoseconds since 1970 that fit in 64 bits.
 """
 
 from __future__ import annotations
@@ -14,12 +18,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from agentbench.errors import UsageError
+from agentbench.otel.bounded_json import INT_MAX, MAX_DEPTH
 
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 
@@ -96,50 +100,124 @@ def span_lines(spans: Sequence[Any]) -> str:
 
 
 # -- reading -----------------------------------------------------------------------------------
-def value_of(node: Any, where: str) -> Any:
-    """An OTLP `AnyValue` as plain Python."""
+_INT64 = (-(2**63), 2**63 - 1)
+_FIXED64 = (0, INT_MAX)
+_STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+
+
+def _kind(node: Any) -> str:
+    return "null" if node is None else type(node).__name__
+
+
+def _list(node: Any, where: str, name: str) -> list[Any]:
+    if node is None:
+        return []
+    if not isinstance(node, list):
+        raise OtlpFileError(f"{where}: {name}: expected a list, got {_kind(node)}")
+    return node
+
+
+def _object(node: Any, where: str, name: str) -> dict[str, Any]:
+    if node is None:
+        return {}
     if not isinstance(node, dict):
-        raise OtlpFileError(f"{where}: expected an AnyValue object, got {type(node).__name__}")
+        raise OtlpFileError(f"{where}: {name}: expected an object, got {_kind(node)}")
+    return node
+
+
+def _objects(node: Any, where: str, name: str) -> list[dict[str, Any]]:
+    items = _list(node, where, name)
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise OtlpFileError(f"{where}: {name}[{index}]: expected an object, got {_kind(item)}")
+    return items
+
+
+def _text(node: Any, where: str, name: str) -> str:
+    if node is None:
+        return ""
+    if not isinstance(node, str):
+        raise OtlpFileError(f"{where}: {name}: expected a string, got {_kind(node)}")
+    return node
+
+
+def _integer(value: Any, bounds: tuple[int, int], where: str, name: str, what: str) -> int:
+    """An integer given as a JSON number or decimal text, within `bounds` (64 bits)."""
+    number: int | None = None
+    if type(value) is int:
+        number = value
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) <= 21:
+        number = int(value)
+    if number is None or not bounds[0] <= number <= bounds[1]:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+        raise OtlpFileError(f"{where}: {name} {shown} is not {what}")
+    return number
+
+
+def value_of(node: Any, where: str, depth: int = 1) -> Any:
+    """An OTLP `AnyValue` as plain Python; arrays and key-value lists at most MAX_DEPTH deep."""
+    if not isinstance(node, dict):
+        raise OtlpFileError(f"{where}: expected an AnyValue object, got {_kind(node)}")
     if not node:
         return None
     if "stringValue" in node:
-        return node["stringValue"]
+        return _text(node["stringValue"], where, "stringValue")
     if "boolValue" in node:
-        return bool(node["boolValue"])
+        if not isinstance(node["boolValue"], bool):
+            raise OtlpFileError(f"{where}: boolValue: expected true or false")
+        return node["boolValue"]
     if "intValue" in node:
-        try:
-            return int(node["intValue"])
-        except (TypeError, ValueError):
-            raise OtlpFileError(
-                f"{where}: intValue {node['intValue']!r} is not an integer"
-            ) from None
+        return _integer(node["intValue"], _INT64, where, "intValue", "a 64-bit integer")
     if "doubleValue" in node:
-        return float(node["doubleValue"])
-    if "arrayValue" in node:
-        values = (node["arrayValue"] or {}).get("values") or []
-        return [value_of(item, f"{where}[{i}]") for i, item in enumerate(values)]
-    if "kvlistValue" in node:
-        return attributes_of((node["kvlistValue"] or {}).get("values") or [], where)
+        return _double(node["doubleValue"], where)
+    if "arrayValue" in node or "kvlistValue" in node:
+        if depth > MAX_DEPTH:
+            raise OtlpFileError(f"{where}: nested deeper than {MAX_DEPTH} levels of values")
+        if "arrayValue" in node:
+            values = _list(
+                _object(node["arrayValue"], where, "arrayValue").get("values"), where, "values"
+            )
+            # Indexes name a value a few levels down; past that they would only make the
+            # message long.
+            return [
+                value_of(item, f"{where}[{i}]" if depth <= 3 else where, depth + 1)
+                for i, item in enumerate(values)
+            ]
+        items = _object(node["kvlistValue"], where, "kvlistValue").get("values")
+        return attributes_of(items, where, depth + 1)
     if "bytesValue" in node:
-        return node["bytesValue"]
-    raise OtlpFileError(f"{where}: unknown AnyValue {sorted(node)!r}")
+        return _text(node["bytesValue"], where, "bytesValue")
+    raise OtlpFileError(f"{where}: unknown AnyValue {sorted(node)[:5]!r}")
 
 
-def attributes_of(items: Any, where: str) -> dict[str, Any]:
-    if not isinstance(items, list):
-        raise OtlpFileError(f"{where}: expected a list of attributes")
+def _double(value: Any, where: str) -> float:
+    # Protobuf's JSON writes NaN and the infinities as strings, numbers as numbers or text.
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise OtlpFileError(f"{where}: doubleValue: expected a number, got {_kind(value)}")
+    try:
+        return float(value)
+    except ValueError:
+        raise OtlpFileError(f"{where}: doubleValue {value[:40]!r} is not a number") from None
+
+
+def attributes_of(items: Any, where: str, depth: int = 1) -> dict[str, Any]:
+    if items is not None and not isinstance(items, list):
+        raise OtlpFileError(f"{where}: expected a list of attributes, got {_kind(items)}")
     out: dict[str, Any] = {}
-    for item in items:
-        if not isinstance(item, dict) or "key" not in item:
+    for item in items or []:
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
             raise OtlpFileError(f"{where}: expected attributes as {{key, value}} objects")
-        out[item["key"]] = value_of(item.get("value") or {}, f"{where} attribute {item['key']}")
+        key = item["key"]
+        out[key] = value_of(item.get("value") or {}, f"{where} attribute {key}", depth)
     return out
 
 
 def _id(value: Any, size: int, where: str, name: str) -> str | None:
     if value in (None, ""):
         return None
-    text = str(value)
+    if not isinstance(value, str):
+        raise OtlpFileError(f"{where}: {name}: expected {size * 2} hex digits, got {_kind(value)}")
+    text = value
     if len(text) == size * 2:
         try:
             bytes.fromhex(text)
@@ -152,128 +230,85 @@ def _id(value: Any, size: int, where: str, name: str) -> str | None:
         raw = b""
     if len(raw) == size:
         return raw.hex()
-    raise OtlpFileError(f"{where}: {name} {text!r} is neither {size * 2} hex digits nor base64")
+    shown = text if len(text) <= 40 else text[:39] + "…"
+    raise OtlpFileError(f"{where}: {name} {shown!r} is neither {size * 2} hex digits nor base64")
 
 
 def _nanos(value: Any, where: str, name: str) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        raise OtlpFileError(f"{where}: {name} {value!r} is not nanoseconds since 1970") from None
+    if value in (None, ""):
+        return 0
+    return _integer(value, _FIXED64, where, name, "nanoseconds since 1970 (64 bits)")
 
 
-def _spans(document: dict[str, Any], where: str, file: str) -> Iterator[Span]:
-    for resource_spans in document.get("resourceSpans") or []:
-        resource = attributes_of(
-            (resource_spans.get("resource") or {}).get("attributes") or [], f"{where} resource"
-        )
-        for scope_spans in resource_spans.get("scopeSpans") or []:
-            scope = scope_spans.get("scope") or {}
-            for raw in scope_spans.get("spans") or []:
-                name = raw.get("name", "")
-                at = f"{where} span {name!r}"
-                status = raw.get("status") or {}
-                yield Span(
-                    trace_id=_id(raw.get("traceId"), 16, at, "traceId") or "",
-                    span_id=_id(raw.get("spanId"), 8, at, "spanId") or "",
-                    parent_span_id=_id(raw.get("parentSpanId"), 8, at, "parentSpanId"),
-                    name=name,
-                    start_ns=_nanos(raw.get("startTimeUnixNano"), at, "startTimeUnixNano"),
-                    end_ns=_nanos(raw.get("endTimeUnixNano"), at, "endTimeUnixNano"),
-                    attributes=attributes_of(raw.get("attributes") or [], at),
-                    resource=resource,
-                    scope=scope.get("name", ""),
-                    scope_version=scope.get("version", ""),
-                    where=at,
-                    file=file,
-                    events=[
-                        SpanEvent(
-                            name=event.get("name", ""),
-                            time_ns=_nanos(event.get("timeUnixNano"), at, "timeUnixNano"),
-                            attributes=attributes_of(event.get("attributes") or [], at),
-                        )
-                        for event in raw.get("events") or []
-                    ],
-                    status_code=_status_code(status.get("code")),
-                    status_message=status.get("message", ""),
-                )
+def _status_code(code: Any, where: str) -> int:
+    if isinstance(code, str) and code in _STATUS_NAMES:
+        return _STATUS_NAMES[code]
+    if code is None:
+        return 0
+    return _integer(code, (0, 2), where, "status.code", "0, 1 or 2 (unset, ok, error)")
 
 
-def _status_code(code: Any) -> int:
-    names = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
-    if isinstance(code, str):
-        return names.get(code, 0)
-    return int(code or 0)
-
-
-def _logs(document: dict[str, Any], where: str) -> Iterator[LogRecord]:
-    for resource_logs in document.get("resourceLogs") or []:
-        for scope_logs in resource_logs.get("scopeLogs") or []:
-            for raw in scope_logs.get("logRecords") or []:
-                attributes = attributes_of(raw.get("attributes") or [], f"{where} log record")
-                yield LogRecord(
-                    trace_id=_id(raw.get("traceId"), 16, where, "traceId"),
-                    span_id=_id(raw.get("spanId"), 8, where, "spanId"),
-                    time_ns=_nanos(raw.get("timeUnixNano"), where, "timeUnixNano"),
-                    event_name=raw.get("eventName") or str(attributes.get("event.name", "")),
-                    attributes=attributes,
-                    body=value_of(raw.get("body") or {}, f"{where} log record body"),
-                    where=where,
-                )
-
-
-def _documents(path: Path) -> Iterator[tuple[dict[str, Any], str]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise OtlpFileError(f"{path}: cannot read it as UTF-8 text ({exc})") from None
-    lines = text.splitlines()
-    parsed: list[tuple[dict[str, Any], str]] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            document = json.loads(line)
-        except ValueError as exc:
-            try:  # one pretty-printed document rather than JSON lines
-                whole = json.loads(text)
-            except ValueError:
-                raise OtlpFileError(
-                    f"{path}:{number}: not JSON ({exc.args[0] if exc.args else exc}); expected "
-                    "one OTLP/JSON export request (resourceSpans or resourceLogs) per line"
-                ) from None
-            parsed = [(whole, f"{path}:1")]
-            break
-        parsed.append((document, f"{path}:{number}"))
-    for document, where in parsed:
-        if not isinstance(document, dict) or not (
-            "resourceSpans" in document or "resourceLogs" in document
-        ):
-            raise OtlpFileError(
-                f"{where}: expected an OTLP/JSON object with resourceSpans or resourceLogs"
+def _span(raw: dict[str, Any], where: str, file: str, scope: dict[str, Any], resource: Any) -> Span:
+    name = _text(raw.get("name"), where, "name")
+    span_id = _id(raw.get("spanId"), 8, f"{where} span {name!r}", "spanId")
+    at = f"{where} span {name!r}" + (f" ({span_id})" if span_id else "")
+    if span_id is None:
+        raise OtlpFileError(f"{at}: no spanId; every span has one (16 hex digits)")
+    trace_id = _id(raw.get("traceId"), 16, at, "traceId")
+    if trace_id is None:
+        raise OtlpFileError(f"{at}: no traceId; every span has one (32 hex digits)")
+    status = _object(raw.get("status"), at, "status")
+    return Span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=_id(raw.get("parentSpanId"), 8, at, "parentSpanId"),
+        name=name,
+        start_ns=_nanos(raw.get("startTimeUnixNano"), at, "startTimeUnixNano"),
+        end_ns=_nanos(raw.get("endTimeUnixNano"), at, "endTimeUnixNano"),
+        attributes=attributes_of(raw.get("attributes"), at),
+        resource=resource,
+        scope=_text(scope.get("name"), at, "scope.name"),
+        scope_version=_text(scope.get("version"), at, "scope.version"),
+        where=at,
+        file=file,
+        events=[
+            SpanEvent(
+                name=_text(event.get("name"), at, "events.name"),
+                time_ns=_nanos(event.get("timeUnixNano"), at, "timeUnixNano"),
+                attributes=attributes_of(event.get("attributes"), f"{at} event"),
             )
-        yield document, where
+            for event in _objects(raw.get("events"), at, "events")
+        ],
+        status_code=_status_code(status.get("code"), at),
+        status_message=_text(status.get("message"), at, "status.message"),
+    )
 
 
-def files_in(paths: Iterable[Path]) -> list[Path]:
-    """The files to read: files as given, directories' *.json and *.jsonl files, sorted."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl")))
-        elif path.exists():
-            found.append(path)
-        else:
-            raise OtlpFileError(f"{path}: no such file or directory")
-    return found
+def spans_of(document: dict[str, Any], where: str, file: str) -> Iterator[Span]:
+    """The spans of one parsed `ExportTraceServiceRequest`; `where` is its file and line."""
+    for resource_spans in _objects(document.get("resourceSpans"), where, "resourceSpans"):
+        resource_node = _object(resource_spans.get("resource"), where, "resource")
+        resource = attributes_of(resource_node.get("attributes"), f"{where} resource")
+        for scope_spans in _objects(resource_spans.get("scopeSpans"), where, "scopeSpans"):
+            scope = _object(scope_spans.get("scope"), where, "scope")
+            for raw in _objects(scope_spans.get("spans"), where, "spans"):
+                yield _span(raw, where, file, scope, resource)
 
 
-def read(paths: Iterable[Path]) -> tuple[list[Span], list[LogRecord]]:
-    """Every span and log record in the files (directories read recursively)."""
-    spans: list[Span] = []
-    logs: list[LogRecord] = []
-    for path in files_in(paths):
-        for document, where in _documents(path):
-            spans.extend(_spans(document, where, str(path)))
-            logs.extend(_logs(document, where))
-    return spans, logs
+def logs_of(document: dict[str, Any], where: str) -> Iterator[LogRecord]:
+    """The log records of one parsed `ExportLogsServiceRequest`."""
+    for resource_logs in _objects(document.get("resourceLogs"), where, "resourceLogs"):
+        for scope_logs in _objects(resource_logs.get("scopeLogs"), where, "scopeLogs"):
+            for raw in _objects(scope_logs.get("logRecords"), where, "logRecords"):
+                at = f"{where} log record"
+                attributes = attributes_of(raw.get("attributes"), at)
+                event_name = raw.get("eventName") or attributes.get("event.name", "")
+                yield LogRecord(
+                    trace_id=_id(raw.get("traceId"), 16, at, "traceId"),
+                    span_id=_id(raw.get("spanId"), 8, at, "spanId"),
+                    time_ns=_nanos(raw.get("timeUnixNano"), at, "timeUnixNano"),
+                    event_name=event_name if isinstance(event_name, str) else str(event_name),
+                    attributes=attributes,
+                    body=value_of(raw.get("body") or {}, f"{at} body"),
+                    where=at,
+                )
