@@ -118,9 +118,9 @@ def test_a_new_suite_names_its_agent_relative_to_the_repository_and_runs_in_anot
     code, _, err = promote(capsys, run_id, suite, db, "--agent", agent_ref, "--id", "paris")
     assert code == 0 and err == "", err
     # The suite is two folders down and the agent beside them: it used to be named absolutely.
-    assert (
-        yaml.safe_load((suite / "suite.yaml").read_text())["agent"] == "../../app/weather.py:agent"
-    )
+    written = (suite / "suite.yaml").read_text()
+    assert yaml.safe_load(written)["agent"] == "../../app/weather.py:agent"
+    assert str(repo) not in written  # nor in its description
 
     moved = shutil.copytree(repo, tmp_path / "another" / "checkout")
     shutil.rmtree(repo)  # nothing may still point into the first checkout

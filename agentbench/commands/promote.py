@@ -188,10 +188,11 @@ def _suite_for(folder: Path, agent_ref: str | None, stored: StoredConversation) 
 def new_suite(folder: Path, agent_ref: str, model: str | None) -> None:
     """A suite folder for promoted cases of `agent_ref` (cassettes kept inside it)."""
     folder.mkdir(parents=True, exist_ok=True)
+    agent = _suite_agent(agent_ref, folder)  # as the suite names it, in both places
     suite = {
         "name": folder.name,
-        "description": f"Cases promoted from stored runs, replayed against {agent_ref}.",
-        "agent": _suite_agent(agent_ref, folder),
+        "description": f"Cases promoted from stored runs, replayed against {agent}.",
+        "agent": agent,
         "model": {"name": model or "recorded"},
         "cassettes": "cassettes",
     }
