@@ -182,9 +182,10 @@ def test_a_changed_prompt_alone_stays_lenient_and_is_the_cause_when_strict(
     lenient = agentbench(checkout, "replay", str(CASSETTE), "--json")
     assert lenient.code == 0, lenient.err + lenient.out  # drift alone is reported, not counted
     assert lenient.json()["divergences"] == [] and lenient.json()["drifts"]
+    # One verdict: beside "unchanged", the drift is told without the word "diverged".
     assert lenient.json()["counterfactual"] == (
-        "diverged at step 1 (refunds); its model call and the steps after it replayed from a "
-        "recording that no longer applies"
+        "request drift at step 1 (refunds) (lenient: not counted); its model call and the "
+        "steps after it replayed answers recorded for other requests"
     )
     strict = agentbench(checkout, "replay", str(CASSETTE), "--json", "--strict")
     assert strict.code == 1
