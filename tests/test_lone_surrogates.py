@@ -14,9 +14,12 @@ from typing import Any
 import orjson
 import pytest
 
-from agentbench import Agent, Runner, ScriptedModel, ToolCall, tool
+from agentbench import Agent, OpenAIModel, RetryPolicy, Runner, ScriptedModel, ToolCall, tool
 from agentbench.cli import main
+from agentbench.replay.replayer import Replayer
+from agentbench.replay.session import record_session
 from agentbench.runtime.tools import ToolResult
+from agentbench.testing import OpenAICompatibleServer
 from agentbench.trace import TraceStore, _json, repairs
 
 HALF_EMOJI = "smile \ud83d"  # the first half of 😀 (U+1F600), as a tool cut it
@@ -120,3 +123,22 @@ def test_the_two_halves_of_a_pair_that_arrived_apart_are_joined_not_replaced() -
     )
     assert _json.canonical(HALF_EMOJI) == '"smile \ufffd"'.encode()
     assert _json.dumps(2**64 - 1) == str(2**64 - 1)  # what 64 bits hold is left as a number
+
+
+@pytest.mark.server
+async def test_a_recording_of_half_an_emoji_is_saved_and_replays_unchanged(tmp_path: Path) -> None:
+    """A model answering half an emoji (its JSON escape `\\ud83d`, which the openai SDK reads
+    as a lone surrogate): the cassette was not saved (orjson refused it); now it keeps the
+    escape, as the wire had it, and a replay serves the same answer and finds no change."""
+    path = tmp_path / "cut.yaml"
+    agent = Agent(name="cutter", tools=[shorten])
+    with OpenAICompatibleServer([f"answer {HALF_EMOJI} end"]) as server:
+        async with OpenAIModel(
+            "m", base_url=server.base_url, api_key="x", retry=RetryPolicy(max_attempts=1)
+        ) as model:
+            result, _ = await record_session(agent, "go", model=model, path=path)
+    assert result.output == f"answer {HALF_EMOJI} end"
+    assert "\\ud83d" in path.read_text()
+    report = await Replayer(agent).replay(path)
+    assert report.result.output == result.output
+    assert not report.diverged

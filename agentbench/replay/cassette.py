@@ -46,6 +46,7 @@ from agentbench.runtime.completions import (
 )
 from agentbench.runtime.message_view import materialized
 from agentbench.runtime.models import ChatResponse, TextDeltaHandler
+from agentbench.trace import _json
 from agentbench.trace.redact import Redactor
 from agentbench.trace.redact_stream import redact_chunks
 from agentbench.yaml_fast import NotPlainError, fast_path_for, load_plain
@@ -166,7 +167,7 @@ class Interaction:
         if raw is not None and raw.get("object") == STREAM_OBJECT:
             return cls(request, sse_text(raw["chunks"]), _SSE, uri=uri)
         body = raw if raw is not None else completion_body(response, str(request.get("model", "")))
-        return cls(request, orjson.dumps(body).decode(), _JSON, uri=uri)
+        return cls(request, wire_json(body), _JSON, uri=uri)
 
     @classmethod
     def failed(
@@ -218,7 +219,7 @@ class Interaction:
         # With the request, a body without usage gets the estimate the live call made.
         if self.streamed:
             return parse_stream(parse_sse(self.response_body), on_text_delta, self.request)
-        return parse_completion(orjson.loads(self.response_body), self.request)
+        return parse_completion(read_wire_json(self.response_body), self.request)
 
 
 @dataclass
@@ -293,10 +294,13 @@ class Cassette:
         """The requests, responses and metadata as written: every value redacted."""
         requests, responses = [], []
         for interaction in self.interactions:
-            body = orjson.dumps(redactor.value(interaction.request)).decode()
+            body = wire_json(redactor.value(interaction.request))
             requests.append(Request("POST", interaction.uri, body, {"content-type": _JSON}))
             responses.append(_response_dict(interaction, redactor))
         metadata = redactor.value({**self.metadata, "agentbench": _keyed_steps(info, redactor)})
+        # YAML holds no lone surrogate (half an emoji): what the run said is stored as the
+        # trace store stores it, U+FFFD in its place (bodies keep their JSON escapes).
+        metadata = _json.storable(metadata)
         return requests, responses, metadata
 
     # -- agentbench's own metadata ------------------------------------------------------
@@ -342,6 +346,24 @@ def _reason(status: int) -> str:
         return http.HTTPStatus(status).phrase
     except ValueError:
         return "error"
+
+
+def wire_json(value: Any) -> str:
+    """A body as JSON text, as the wire had it: a lone surrogate (half an emoji a model or a
+    tool cut in two), which orjson refuses, is written as its JSON escape (`\\ud83d`), so a
+    replay serves what the live call saw; the trace store repairs it where it stores text."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value)
+
+
+def read_wire_json(text: str | bytes) -> Any:
+    """`wire_json`'s reverse: orjson's parse, or Python's for a lone surrogate's escape."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _body_type(body: str) -> str:
@@ -507,8 +529,8 @@ def _interaction(
 ) -> Interaction:
     where = f"{path}: interaction {number}"
     try:
-        request_body = orjson.loads(request.body or b"{}")
-    except orjson.JSONDecodeError as exc:
+        request_body = read_wire_json(request.body or b"{}")
+    except ValueError as exc:
         raise CassetteError(f"{where}: the request body is not JSON ({exc})") from None
     if not isinstance(request_body, dict) or "messages" not in request_body:
         raise CassetteError(f"{where}: the request body is not a chat-completions request")
@@ -538,7 +560,7 @@ def _interaction(
         return interaction  # a failed call's body is the server's error, not a completion
     try:
         interaction._checked = interaction.response()
-    except (CompletionFormatError, orjson.JSONDecodeError) as exc:
+    except (CompletionFormatError, ValueError) as exc:
         problem = f"the response is not a chat completion ({exc})"
         if status >= 400:
             problem = (

@@ -17,11 +17,10 @@ import difflib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from agentbench.replay.drift import Change, around_difference, request_diff
 from agentbench.replay.masked import fits
 from agentbench.replay.trajectory import Step, trajectory
+from agentbench.trace import _json
 
 if TYPE_CHECKING:
     from agentbench.replay.models import DriftAt
@@ -88,11 +87,19 @@ class Divergence:
 
 
 def _dump(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    return _json.dumps(value)
+
+
+def _alike(old: Step, new: Step) -> bool:
+    """Equal, or differing only where the recording is masked, or only as the store repairs
+    text (a lone surrogate, half an emoji, is U+FFFD in a stored run)."""
+    return fits(old.detail, new.detail) or fits(
+        _json.storable(old.detail, counted=False), _json.storable(new.detail, counted=False)
+    )
 
 
 def _classify(old: Step, new: Step, position: int) -> Divergence | None:
-    if fits(old.detail, new.detail):  # equal, or differing only where the recording is masked
+    if _alike(old, new):
         return None
 
     def made(cls: str, key: str | None = None) -> Divergence:

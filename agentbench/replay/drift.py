@@ -22,10 +22,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import orjson
-
 from agentbench.replay.masked import fits, unmasked
 from agentbench.runtime.message_view import MessageView
+from agentbench.trace import _json
 from agentbench.trace.redact import Redactor, key_words
 
 VOLATILE_TOP_LEVEL = frozenset({"stream_options", "user", "metadata", "store", "service_tier"})
@@ -71,7 +70,7 @@ def _secret_path(path: str, redactor: Redactor) -> bool:
 
 def _short(value: Any, width: int) -> str:
     redactor = Redactor()
-    text = value if isinstance(value, str) else orjson.dumps(redactor.value(value)).decode()
+    text = value if isinstance(value, str) else _json.dumps(redactor.value(value))
     text = repr(redactor.text(text)) if isinstance(value, str) else text
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -166,7 +165,6 @@ def _textless_calls(message: dict[str, Any]) -> dict[str, Any]:
 # The string is matched unrolled (plain characters, then each escape and the plain ones after
 # it): the same matches as `(?:[^"\\]|\\.)*`, found in two thirds of the time.
 _VOLATILE_IDS = re.compile(rb'"(?:tool_call_id|id)":"[^"\\]*(?:\\.[^"\\]*)*",?')
-_SORTED = orjson.OPT_SORT_KEYS
 # Every hash here starts as a copy of this one: copying costs less than making one with its
 # parameters; the digests are the same.
 _NEW_HASH = hashlib.blake2b(digest_size=16)
@@ -174,7 +172,7 @@ _NEW_HASH = hashlib.blake2b(digest_size=16)
 
 def _digest(value: Any) -> bytes:
     hasher = _NEW_HASH.copy()
-    hasher.update(_VOLATILE_IDS.sub(b"", orjson.dumps(value, option=_SORTED)))
+    hasher.update(_VOLATILE_IDS.sub(b"", _json.canonical(value)))
     return hasher.digest()
 
 
@@ -187,9 +185,9 @@ def _message_digest(message: dict[str, Any]) -> bytes:
         if type(call_id) is str and type(content) is str:
             # Its keys sorted, `"tool_call_id":"…"` removed as `_VOLATILE_IDS` removes it:
             # nothing inside a JSON string matches, and the comma before the last key stays.
-            hasher.update(b'{"content":' + orjson.dumps(content) + b',"role":"tool",}')
+            hasher.update(b'{"content":' + _json.dumps_bytes(content) + b',"role":"tool",}')
             return hasher.digest()
-    hasher.update(_VOLATILE_IDS.sub(b"", orjson.dumps(_textless_calls(message), option=_SORTED)))
+    hasher.update(_VOLATILE_IDS.sub(b"", _json.canonical(_textless_calls(message))))
     return hasher.digest()
 
 
@@ -393,8 +391,8 @@ def _diff_list(old: list[Any], new: list[Any], path: str, out: list[Change]) -> 
 def _diff_messages(old: list[Any], new: list[Any], out: list[Change]) -> None:
     """Align messages by content, so an inserted or dropped message is named as such."""
     old = unmasked(old, new)  # a recorded message with masked secrets pairs with its own
-    keys_old = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in old]
-    keys_new = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in new]
+    keys_old = [_json.canonical(m) for m in old]
+    keys_new = [_json.canonical(m) for m in new]
     matcher = difflib.SequenceMatcher(a=keys_old, b=keys_new, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":

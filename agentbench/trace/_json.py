@@ -79,31 +79,33 @@ def well_formed(text: str, *, counted: bool = True) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def storable(value: Any) -> Any:
+def storable(value: Any, *, counted: bool = True) -> Any:
     """`value` as JSON-compatible data that UTF-8 JSON can hold: `plain(value)` with every lone
     surrogate in its strings and keys replaced by U+FFFD and integers beyond 64 bits as their
-    decimal text. Each change is counted (`repair_mark`)."""
+    decimal text. Each change is counted (`repair_mark`), unless not `counted` (a value made
+    storable only to compare it with a stored one)."""
     kind = type(value)
     if kind is str:
-        return well_formed(value)
+        return well_formed(value, counted=counted)
     if kind is int:
         if _INT_MIN <= value <= _INT_MAX:
             return value
-        _counts.big_integers += 1
+        if counted:
+            _counts.big_integers += 1
         return str(value)
     if kind is dict:
         return {
-            well_formed(k) if type(k) is str else storable(k): storable(v) for k, v in value.items()
+            storable(k, counted=counted): storable(v, counted=counted) for k, v in value.items()
         }
     if kind is list or kind is tuple:
-        return [storable(v) for v in value]
+        return [storable(v, counted=counted) for v in value]
     converted = plain(value)
     if converted is not value:
-        return storable(converted)
+        return storable(converted, counted=counted)
     if isinstance(value, str):  # a subclass plain() keeps (a str enum member is one above)
-        return well_formed(str(value))
+        return well_formed(str(value), counted=counted)
     if isinstance(value, int) and not isinstance(value, bool):
-        return storable(int(value))
+        return storable(int(value), counted=counted)
     return value
 
 
