@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agentbench.errors import UsageError
+from agentbench.yaml_source import SourceError, max_file_bytes, read_bytes
 
 T = TypeVar("T")
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
@@ -137,10 +138,12 @@ def assign(names: Sequence[str], weights: Sequence[int], count: int) -> list[int
 
 
 def recorded_calls(cassette: Path) -> int:
-    """How many model calls a cassette recorded (1 for a missing or unreadable one)."""
+    """How many model calls a cassette recorded (1 for a missing or unreadable one, one that
+    is no regular file — a named pipe would block the plan forever — or over the size limit:
+    the case reports it when it runs)."""
     try:
-        data = cassette.read_bytes()
-    except OSError:
+        data = read_bytes(cassette, max_file_bytes(), lambda size, limit: "over the limit")
+    except SourceError:
         return 1
     pattern = _JSON_CALL if cassette.suffix == ".json" else _YAML_CALL
     return max(1, len(pattern.findall(data)))

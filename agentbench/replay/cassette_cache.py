@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from agentbench._version import __version__
+from agentbench.yaml_source import SourceError, read_source
 
 log = logging.getLogger("agentbench.cassette")
 
@@ -185,10 +186,10 @@ def _cached(folder: Path, paths: Sequence[Path]) -> bool:
     """Whether the first and the last cassette are cached (or cannot be read here)."""
     for path in paths:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            text = read_source(path)  # bounded: a named pipe is not waited on
+        except SourceError:
             continue
-        if not _entry(folder, text.removeprefix("\ufeff")).is_file():
+        if not _entry(folder, text).is_file():
             return False
     return True
 
@@ -222,7 +223,7 @@ def _prefetch(listing: Path) -> int:
         path = Path(line)
         with contextlib.suppress(Exception):
             # One the run parsed first is skipped unread (a hit would still cost a read).
-            text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
+            text = read_source(path)
             if not _entry(folder, text).is_file():
                 _parse(path)
     return 0

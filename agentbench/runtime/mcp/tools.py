@@ -44,6 +44,7 @@ from agentbench.runtime.tools import (
     ToolResult,
     settled,
 )
+from agentbench.yaml_source import SourceError, max_file_bytes, read_bytes
 
 DEFAULT_MCP_TIMEOUT_S = 30.0
 SNAPSHOT_VERSION = 1
@@ -318,11 +319,15 @@ def write_snapshot(path: Path, server: McpServer, specs: list[dict[str, Any]]) -
     path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
 
 
+def _snapshot_too_big(size: int, limit: int) -> str:
+    return f"{size:,} bytes, over the limit of {limit:,} (set AGENTBENCH_MAX_FILE_MB to raise it)"
+
+
 def read_snapshot(path: Path) -> list[dict[str, Any]]:
     """The tools of a snapshot file; ToolDefinitionError names the file and what is wrong."""
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
+    try:  # bounded, a regular file: a named pipe would wait for a writer forever
+        data = orjson.loads(read_bytes(path, max_file_bytes(), _snapshot_too_big))
+    except (SourceError, orjson.JSONDecodeError) as exc:
         raise ToolDefinitionError(f"{path}: cannot read the MCP tool snapshot: {exc}") from None
     if not isinstance(data, dict) or data.get("version") != SNAPSHOT_VERSION:
         raise ToolDefinitionError(
