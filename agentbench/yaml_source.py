@@ -103,7 +103,7 @@ def read_bytes(path: Path, limit: int, too_big: Callable[[int, int], str]) -> by
     try:
         info = path.stat()  # follows links: a loop or a dangling link fails here, by name
         if not stat.S_ISREG(info.st_mode):
-            raise SourceError(f"not a regular file ({_file_kind(info.st_mode)}); expected text")
+            raise SourceError(f"not a regular file ({file_kind(info.st_mode)}); expected text")
         if info.st_size > limit:
             raise SourceError(too_big(info.st_size, limit))
         with open(path, "rb") as stream:
@@ -159,7 +159,7 @@ def _too_big(size: int, limit: int) -> str:
     )
 
 
-def _file_kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
     kinds = {
         stat.S_IFDIR: "a folder",
         stat.S_IFIFO: "a named pipe",

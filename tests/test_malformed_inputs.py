@@ -616,6 +616,15 @@ def partition_file_truncated(folder: Path) -> tuple[Path, str]:
     return file, "not a readable Parquet file"
 
 
+def partition_file_that_is_a_named_pipe(folder: Path) -> tuple[Path, str]:
+    lake = folder.parent / "lake"
+    [file] = sorted((lake / "runs").glob("**/*.parquet"))
+    pipe = file.with_name("extra.parquet")
+    os.mkfifo(pipe)  # DuckDB would wait for a writer forever
+    return pipe, "not a regular file (a named pipe); expected Parquet"
+
+
+LAKE_DAMAGE = ("partition_file_truncated", "partition_file_that_is_a_named_pipe")
 IMPORT_CORPUS = [
     no_manifest,
     manifest_of_a_newer_format,
@@ -628,6 +637,7 @@ IMPORT_CORPUS = [
     parquet_file_of_other_columns,
     parquet_rows_not_as_the_manifest_says,
     partition_file_truncated,
+    partition_file_that_is_a_named_pipe,
 ]
 
 
@@ -636,7 +646,7 @@ def test_a_damaged_export_is_refused_and_the_store_is_unchanged(
     damage: Callable[[Path], tuple[Path, str]], target: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = snapshot(target)
-    folder = target.parent / ("lake" if damage is partition_file_truncated else "export")
+    folder = target.parent / ("lake" if damage.__name__ in LAKE_DAMAGE else "export")
     file, fragment = damage(target.parent / "export")
     code = main(["traces", "import", str(folder), "--db", str(target)])
     err = capsys.readouterr().err

@@ -18,6 +18,7 @@ summary is the evals layer's to recompute (`evals.merging`).
 from __future__ import annotations
 
 import contextlib
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from agentbench.trace.errors import StoreFormatError
 from agentbench.trace.faults import fault_errno, roll_back
 from agentbench.trace.migrations import LATEST
 from agentbench.trace.schema import INSERT_ORDER, TABLES
+from agentbench.yaml_source import file_kind
 
 FORMAT = "agentbench-traces"
 FORMAT_VERSION = 1
@@ -201,10 +203,20 @@ def _check_entries(path: Path, manifest: dict[str, Any]) -> None:
 
 
 def _files(directory: Path, entry: dict[str, Any], partitioned: bool) -> list[Path]:
-    if partitioned:
-        return sorted((directory / entry["path"]).glob("**/*.parquet"))
+    """A table's Parquet files; StoreFormatError for one that is no regular file (DuckDB
+    would wait on a named pipe forever, or read a device without end)."""
     file = directory / entry["path"]
-    return [file] if file.is_file() else []
+    found = sorted(file.glob("**/*.parquet")) if partitioned else [file] if file.exists() else []
+    for path in found:
+        try:
+            mode = path.stat().st_mode
+        except OSError as exc:
+            raise StoreFormatError(f"{path}: cannot read the file: {exc.strerror}") from None
+        if not stat.S_ISREG(mode):
+            raise StoreFormatError(
+                f"{path}: not a regular file ({file_kind(mode)}); expected Parquet"
+            )
+    return found
 
 
 def _check_files(
