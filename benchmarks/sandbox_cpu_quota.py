@@ -11,8 +11,10 @@ on average — next to the machine's CPU count. Without a quota the ratio is the
 count; with one it is at most the share. A run that is stopped instead (`--no-cgroup`, the
 fallback: a watch that stops a run over its share) is not in the rusage — the kernel reaps a
 killed PID namespace's processes without accounting them — so its message carries the CPU
-time the watch counted. The script runs against any version of the package
-(`PYTHONPATH=<an older checkout>`); `--share` and `--no-cgroup` need the quota to exist.
+time the watch counted. `reported_cpu_s` is the run's CPU time as the sandbox reports it (its
+cgroup's count, else what its init and the watch read in /proc), a stopped run's included.
+The script runs against any version of the package (`PYTHONPATH=<an older checkout>`);
+`--share` and `--no-cgroup` need the quota to exist.
 
 It is a measurement: the exit code is 0 whatever it finds, 2 for a bad option.
 """
@@ -72,6 +74,8 @@ def main() -> None:
         "cpu_quota": result.isolation.get("cpu_quota", "(none)"),
         "wall_s": round(wall_s, 2),
         "cpu_s": round(cpu_s, 2),
+        # The run's CPU time as the sandbox reports it (SandboxResult.cpu_seconds).
+        "reported_cpu_s": None if result.cpu_seconds is None else round(result.cpu_seconds, 2),
         "cpus_held": round(cpu_s / wall_s, 2),
         "machine_cpus": os.cpu_count(),
         # Everyone's, the run's included: what was left to other work shows here.

@@ -98,6 +98,26 @@ def test_without_a_memory_cgroup_the_peak_is_the_evidence(monkeypatch: pytest.Mo
     assert printed.outcome is SandboxOutcome.ERROR, printed
 
 
+# What a program inside sees of its children's CPU time: /proc, as the kernel counts it.
+CHILDREN_CPU = (
+    "import os\n"
+    "def busy_children(n):\n"
+    "    children = []\n"
+    "    for _ in range(n):\n"
+    "        pid = os.fork()\n"
+    "        if pid == 0:\n"
+    "            while True:\n"
+    "                pass\n"
+    "        children.append(pid)\n"
+    "    return children\n"
+    "def children_cpu(children):\n"
+    "    ticks = 0\n"
+    "    for pid in children:\n"
+    "        fields = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()\n"
+    "        ticks += int(fields[11]) + int(fields[12])\n"
+    "    return ticks / os.sysconf('SC_CLK_TCK')\n"
+)
+
 SIGXCPU_SENDERS = {
     "itself": "import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)",
     "its child": (
@@ -106,6 +126,27 @@ SIGXCPU_SENDERS = {
         "    os.kill(os.getppid(), signal.SIGXCPU)\n"
         "    os._exit(0)\n"
         "time.sleep(10)\n"
+    ),
+    # RLIMIT_CPU counts a process's own CPU time; its children's, reaped or running, is not
+    # what the limit of this process measured, though the run's CPU time holds it.
+    "itself, after its children used 2.1 s of CPU time": (
+        "import os, signal, time\n"
+        "for _ in range(3):\n"
+        "    if os.fork() == 0:\n"
+        "        while time.process_time() < 0.7:\n"
+        "            pass\n"
+        "        os._exit(0)\n"
+        "for _ in range(3):\n"
+        "    os.wait()\n"
+        "os.kill(os.getpid(), signal.SIGXCPU)\n"
+    ),
+    "itself, while its children have used 2.1 s": CHILDREN_CPU
+    + (
+        "import signal\n"
+        "children = busy_children(3)\n"
+        "while children_cpu(children) < 2.1:\n"
+        "    pass\n"
+        "os.kill(os.getpid(), signal.SIGXCPU)\n"
     ),
 }
 
@@ -319,6 +360,24 @@ def test_the_watch_counts_living_processes_and_what_was_reaped(tmp_path: Path) -
     assert (watch.used_s, watch.elapsed_s) == (pytest.approx(8.0), 5.2)
 
 
+def test_the_watch_keeps_its_last_look_once_the_run_has_ended(tmp_path: Path) -> None:
+    ticks = os.sysconf("SC_CLK_TCK")
+    proc, now = Proc(tmp_path), [0.0]
+    watch = CpuQuotaWatch(2.0, proc=tmp_path, now=lambda: now[0])
+    proc.process(10, (0, 0, 0, 0), 11)
+    proc.process(11, (3 * ticks, 0, 0, 0))
+    watch.saw({"forked": {"pid": 10}, "started": {}})
+    now[0] = 2.0
+    assert not watch.over()
+    # Init ended and its PID namespace with it: the processes killed then are in no one's
+    # cutime, so /proc now shows less than the run used.
+    proc.process(10, (0, 0, 1, 0))
+    (tmp_path / "11" / "stat").unlink()
+    now[0] = 2.2
+    assert not watch.over()
+    assert watch.used_s == pytest.approx(3.0)
+
+
 def test_without_children_files_the_watch_says_it_cannot_see(tmp_path: Path) -> None:
     Proc(tmp_path, children_files=False).process(10, (0, 0, 0, 0))
     watch = CpuQuotaWatch(1.0, proc=tmp_path, now=lambda: 10.0)
@@ -333,6 +392,89 @@ def test_the_cgroup_quota_is_written_as_the_kernel_reads_it(tmp_path: Path) -> N
     _sandbox_cgroup._set_limit(tmp_path, "cpu", 1, 150_000)
     assert (tmp_path / "cpu.cfs_period_us").read_text() == "100000"
     assert (tmp_path / "cpu.cfs_quota_us").read_text() == "150000"
+
+
+# --- the CPU time reported ------------------------------------------------------------------
+
+# An orphan that ends (the sandbox's init reaps it), then 15 busy processes still running when
+# the program ends (killed as its PID namespace goes, which leaves their CPU time in no rusage).
+# Printed: the CPU time of both as /proc showed it inside.
+LIVING_AND_ENDED = CHILDREN_CPU + (
+    "reader, writer = os.pipe()\n"
+    "if os.fork() == 0:\n"
+    "    if os.fork() == 0:\n"
+    "        import time\n"
+    "        while time.process_time() < 0.5:\n"
+    "            pass\n"
+    "        os.write(writer, f'{os.getpid()} {time.process_time()}'.encode())\n"
+    "        os._exit(0)\n"
+    "    os._exit(0)\n"
+    "os.wait()\n"
+    "orphan, ended_cpu = os.read(reader, 100).split()\n"
+    "while os.path.exists(f'/proc/{int(orphan)}'):  # until init has reaped it\n"
+    "    pass\n"
+    "children = busy_children(15)\n"
+    "while children_cpu(children) < 1.0:\n"
+    "    pass\n"
+    "print(float(ended_cpu) + children_cpu(children))\n"
+)
+# Where the run's CPU time is counted: the cgroup, or without one the sandbox's init as the
+# program ends (what it reaped, and /proc for what still runs).
+COUNTED_BY = {"the run's cgroup": (), "init, without a cpuacct cgroup": ("cpuacct",)}
+
+
+@pytest.mark.parametrize("left_out", list(COUNTED_BY.values()), ids=list(COUNTED_BY))
+def test_the_cpu_time_reported_is_the_whole_runs(
+    left_out: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(RunCgroup, "create", without(*left_out))
+    limits = SandboxLimits(timeout_s=60, cpu_seconds=30, max_processes=24)
+    result = run(LIVING_AND_ENDED, limits)
+    assert result.outcome is SandboxOutcome.OK, result
+    seen = float(result.stdout)
+    assert (result.cpu_seconds or 0) >= 0.8 * seen, (result.cpu_seconds, seen)
+
+
+# Runs until the timeout kills it, printing its children's CPU time as it grows.
+BUSY_UNTIL_KILLED = CHILDREN_CPU + (
+    "children, shown = busy_children(15), 0.0\n"
+    "while True:\n"
+    "    seen = children_cpu(children)\n"
+    "    if seen >= shown + 0.1:\n"
+    "        print(seen)\n"
+    "        shown = seen\n"
+)
+# Without any cpu cgroup the quota's watch counts; a share of 2 CPUs never stops it here.
+KILLED_COUNTED_BY = {
+    "the run's cgroup": ((), 1.0),
+    "the quota's watch, without cpu cgroups": (("cpu", "cpuacct"), 2.0),
+}
+
+
+@pytest.mark.parametrize(
+    "left_out, share", list(KILLED_COUNTED_BY.values()), ids=list(KILLED_COUNTED_BY)
+)
+def test_a_run_killed_at_its_timeout_reports_its_cpu_time(
+    left_out: tuple[str, ...], share: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(RunCgroup, "create", without(*left_out))
+    limits = SandboxLimits(timeout_s=2, cpu_seconds=30, cpu_share=share, max_processes=20)
+    result = run(BUSY_UNTIL_KILLED, limits)
+    assert result.outcome is SandboxOutcome.TIMEOUT, result
+    seen = float(result.stdout.split()[-1])
+    assert (result.cpu_seconds or 0) >= 0.8 * seen, (result.cpu_seconds, seen)
+
+
+def test_the_cgroups_cpu_time_is_read_as_the_kernel_writes_it(tmp_path: Path) -> None:
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    v1.mkdir()
+    v2.mkdir()
+    (v1 / "cpuacct.usage").write_text("2430000000\n")  # nanoseconds
+    (v2 / "cpu.stat").write_text("usage_usec 2430000\nuser_usec 2400000\nsystem_usec 30000\n")
+    for directory, version in ((v1, 1), (v2, 2)):
+        cgroup = RunCgroup(dirs={"cpuacct": directory}, versions={"cpuacct": version})
+        assert cgroup.usage().cpu_seconds == pytest.approx(2.43)
+    assert RunCgroup().usage().cpu_seconds is None  # nothing counted it: the run's init did
 
 
 # --- terminal control sequences --------------------------------------------------------------

@@ -1,16 +1,18 @@
 """Per-run cgroups: one process budget, one memory budget and one CPU quota for a sandbox's
-whole tree.
+whole tree, and the count of the CPU time it used.
 
 RLIMIT_NPROC counts every process of a uid and RLIMIT_AS and RLIMIT_CPU bound one process, so
 none keeps one run from starving another, ten processes from using ten times the memory limit
 or fifteen busy ones from holding every CPU of the machine. `RunCgroup.create` makes a fresh
 cgroup per run for the `pids`, `memory` and `cpu` controllers, wherever this machine mounts
 them (cgroup v1, v2, or the hybrid of both), under the cgroup we already run in, and sets
-`pids.max`, the memory limit and the CPU quota (v1 `cpu.cfs_quota_us`, v2 `cpu.max`) there; the
+`pids.max`, the memory limit and the CPU quota (v1 `cpu.cfs_quota_us`, v2 `cpu.max`) there,
+plus one for v1's `cpuacct`, which limits nothing but counts (on v2 every cgroup counts); the
 launcher moves the program into it before exec. After the run `usage` reads what the kernel
 counted (OOM kills, forks refused at the limit, peak memory, periods the quota held the run
-back) so the outcome comes from what happened, and `remove` kills whatever is left and deletes
-the directories. A controller that cannot be used here (not mounted, not delegated to us, not
+back, the CPU time of all its processes, those killed with its PID namespace included) so the
+outcome comes from what happened, and `remove` kills whatever is left and deletes the
+directories. A controller that cannot be used here (not mounted, not delegated to us, not
 writable) is named in `missing` with the reason, for the warnings. Cgroups of callers that died
 (SIGKILL leaves no time to clean up) are removed by the next run.
 """
@@ -26,7 +28,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CONTROLLERS = ("memory", "pids", "cpu")
+# "cpuacct" limits nothing: it counts the run's CPU time (v1 `cpuacct.usage`; on v2 the
+# `cpu.stat` every cgroup has, with or without the cpu controller).
+CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
 CPU_PERIOD_US = 100_000  # the quota is this much CPU time per period, times the share
 _PREFIX = "agentbench-sandbox-"
 _REMOVE_TRIES = 50
@@ -41,6 +45,7 @@ class CgroupUsage:
     process_limit_hits: int = 0  # forks and threads refused at pids.max
     peak_memory_bytes: int | None = None
     cpu_throttled: int = 0  # periods in which the CPU quota held the run back
+    cpu_seconds: float | None = None  # CPU time of all the run's processes, ended or killed
 
 
 @dataclass
@@ -66,7 +71,8 @@ class RunCgroup:
                 directory = parent / name
                 with contextlib.suppress(FileExistsError):  # v1 controllers may share one
                     directory.mkdir()
-                _set_limit(directory, controller, version, limits[controller])
+                if controller in limits:
+                    _set_limit(directory, controller, version, limits[controller])
             except (OSError, _UnavailableError) as exc:
                 run.missing[controller] = _reason(exc)
                 continue
@@ -96,7 +102,18 @@ class RunCgroup:
             process_limit_hits=hits,
             peak_memory_bytes=peak,
             cpu_throttled=throttled,
+            cpu_seconds=self._cpu_seconds(),
         )
+
+    def _cpu_seconds(self) -> float | None:
+        counted = self.dirs.get("cpuacct")
+        if counted is None:
+            return None
+        if self.versions["cpuacct"] == 1:
+            nanoseconds = _number(counted / "cpuacct.usage")
+            return None if nanoseconds is None else nanoseconds / 1e9
+        microseconds = _counters(counted / "cpu.stat").get("usage_usec")
+        return None if microseconds is None else microseconds / 1e6
 
     def remove(self) -> None:
         """Kill anything still in the cgroups and delete them; gives up quietly if busy."""
@@ -127,7 +144,8 @@ def _parent_for(controller: str) -> tuple[Path, int]:
     for mount_point, root, fstype, _ in mounts:
         if fstype == "cgroup2":
             directory = _under(mount_point, root, dict(ours).get(frozenset(), "/"))
-            _enable_v2(directory, controller)
+            if controller != "cpuacct":  # v2 counts CPU time in every cgroup
+                _enable_v2(directory, controller)
             return directory, 2
     raise _UnavailableError(f"no cgroup hierarchy with the {controller} controller is mounted")
 

@@ -1,18 +1,22 @@
-"""The run's CPU quota where no cgroup throttles it: a watch that stops a run over its share.
+"""A run's CPU time from /proc, and the CPU quota's watch where no cgroup throttles the run.
+
+`run_ticks` sums the CPU time every process under the sandbox's init has used: a living
+process's own (utime + stime of all its threads) and that of the ended ones, which the kernel
+adds to whoever reaped them (cutime + cstime, init's included). Each process is read before its
+children are listed, so a child reaped meanwhile is counted once (or, until the next look, not
+at all), never twice. The sandbox's init counts the run this way as the program ends, where no
+cgroup counts it: the processes still running then are killed with the PID namespace, and the
+kernel adds their CPU time to no one's rusage.
 
 With a `cpu` cgroup (`_sandbox_cgroup`) the kernel holds a run's processes together to their
-share of the CPUs and nothing here is used. Without one, RLIMIT_CPU bounds each process and
+share of the CPUs and the watch is not used. Without one, RLIMIT_CPU bounds each process and
 RLIMIT_NPROC their number, but fifteen busy processes would still hold every CPU of the machine
-until the timeout. So `CpuQuotaWatch` reads, every 100 ms, the CPU time every process under
-the sandbox's init has used — a living process's own (utime + stime of all its threads) and
-that of the ended ones, which the kernel adds to whoever reaped them (cutime + cstime, init's
-included) — and says the run is over its quota once that passes `share` CPUs over the
-program's time since it started plus a burst of `BURST_S` seconds (so a program that starts a
-few processes for a moment is not stopped for it). A run over it is stopped rather than slowed:
-that is the quota's mechanism here, and the outcome says so. Each process is read before its
-children are listed, so a child reaped meanwhile is counted once (or, until the next look,
-not at all), never twice. Where the kernel shows no task children there is nothing to watch
-and `measures` says so.
+until the timeout. So `CpuQuotaWatch` reads `run_ticks` every 100 ms and says the run is over
+its quota once that passes `share` CPUs over the program's time since it started plus a burst
+of `BURST_S` seconds (so a program that starts a few processes for a moment is not stopped for
+it). A run over it is stopped rather than slowed: that is the quota's mechanism here, and the
+outcome says so. Where the kernel shows no task children there is nothing to watch and
+`measures` says so.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 BURST_S = 1.0  # CPU seconds a run may use above its share before it is stopped
 WATCHED = "watched: a run over it is stopped, not slowed"
 _LOOK_S = 0.1
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # per second
 
 
 class CpuQuotaWatch:
@@ -65,58 +69,71 @@ class CpuQuotaWatch:
         if self._looked is not None and now - self._looked < _LOOK_S:
             return False
         self._looked = now
-        used = self._tree_ticks(self._init)
+        used = run_ticks(self._init, self._proc)
         if used is None:
             self.measures = "unavailable: the kernel shows no task children in /proc"
             return False
-        self.used_s, self.elapsed_s = used / _TICKS, now - self._started
+        # Never less than a look before: once init has ended, /proc holds only what it reaped,
+        # not the processes killed with its PID namespace, and the last look is the run's.
+        self.used_s = max(self.used_s, used / TICKS)
+        self.elapsed_s = now - self._started
         return self.used_s > self.share * self.elapsed_s + self.burst_s
 
-    def _tree_ticks(self, init: int) -> int | None:
-        """CPU ticks of every process under `init`, living or ended; None if it cannot say."""
-        fields = self._stat(init)
+
+def run_ticks(init: int, proc: Path = Path("/proc")) -> int | None:
+    """CPU ticks of every process under `init`, living or ended; None if it cannot say."""
+    fields = _stat(proc, init)
+    if fields is None:
+        return 0  # init is gone: the run is over
+    total = fields[2] + fields[3]  # what init reaped: orphans, and the program once ended
+    pending = _children(proc, init)
+    if pending is None:
+        return None
+    while pending:
+        pid = pending.pop()
+        fields = _stat(proc, pid)  # before its children are listed: see the module's docstring
         if fields is None:
-            return 0  # init is gone: the run is over
-        total = fields[2] + fields[3]  # what init reaped: orphans, and the program once ended
-        pending = self._children(init)
-        if pending is None:
-            return None
-        while pending:
-            pid = pending.pop()
-            fields = self._stat(pid)  # before its children are listed: see the docstring
-            if fields is None:
-                continue  # reaped meanwhile: its reaper's cutime has it from the next look
-            total += sum(fields)
-            pending.extend(self._children(pid) or ())
-        return total
+            continue  # reaped meanwhile: its reaper's cutime has it from the next look
+        total += sum(fields)
+        pending.extend(_children(proc, pid) or ())
+    return total
 
-    def _stat(self, pid: int) -> tuple[int, int, int, int] | None:
-        """utime, stime, cutime, cstime (fields 14-17 of /proc/PID/stat), in clock ticks."""
-        try:
-            text = (self._proc / str(pid) / "stat").read_text()
-        except OSError:
-            return None
-        words = text.rsplit(")", 1)[1].split()
-        try:
-            utime, stime, cutime, cstime = (int(word) for word in words[11:15])
-        except ValueError:
-            return None
-        return utime, stime, cutime, cstime
 
-    def _children(self, pid: int) -> list[int] | None:
-        """Children of all of `pid`'s threads; None where the kernel has no children files."""
+def own_ticks(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """CPU ticks `pid` used itself (all its threads), not its reaped children: what RLIMIT_CPU
+    counts. A process that ended is still readable until it is reaped."""
+    fields = _stat(proc, pid)
+    return None if fields is None else fields[0] + fields[1]
+
+
+def _stat(proc: Path, pid: int) -> tuple[int, int, int, int] | None:
+    """utime, stime, cutime, cstime (fields 14-17 of /proc/PID/stat), in clock ticks."""
+    try:
+        text = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    words = text.rsplit(")", 1)[1].split()  # the command name may hold ")" and spaces
+    try:
+        utime, stime, cutime, cstime = (int(word) for word in words[11:15])
+    except ValueError:
+        return None
+    return utime, stime, cutime, cstime
+
+
+def _children(proc: Path, pid: int) -> list[int] | None:
+    """Children of all of `pid`'s threads; None where the kernel has no children files."""
+    try:
+        threads = os.listdir(proc / str(pid) / "task")
+    except OSError:
+        return []  # it ended meanwhile
+    children: list[int] = []
+    for tid in threads:
+        path = proc / str(pid) / "task" / tid / "children"
         try:
-            threads = os.listdir(self._proc / str(pid) / "task")
-        except OSError:
-            return []  # it ended meanwhile
-        children: list[int] = []
-        for tid in threads:
-            path = self._proc / str(pid) / "task" / tid / "children"
-            try:
-                children += [int(word) for word in path.read_text().split()]
-            except FileNotFoundError:
-                if (self._proc / str(pid) / "task" / tid).exists():
-                    return None
-            except (OSError, ValueError):
-                continue
-        return children
+            children += [int(word) for word in path.read_text().split()]
+        except FileNotFoundError:
+            if (proc / str(pid) / "task" / tid).exists():
+                return None
+        except (OSError, ValueError):
+            continue
+    return children

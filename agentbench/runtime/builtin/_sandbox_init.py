@@ -3,11 +3,13 @@
 The launcher forks `run_init` as the first process of the new PID namespace. Init replaces the
 command line it inherited (the launcher's: host paths) with a neutral one, mounts the
 namespace's own `/proc`, enters the minimal root the launcher laid out, forks the program,
-reaps orphans as every init must, writes how the program ended (exit code or signal, CPU time
-from rusage) to the report pipe, and exits; the kernel then SIGKILLs whatever the program left
-behind. The program is deliberately not PID 1: the kernel shields a namespace's init from every
-signal it has no handler for, so as PID 1 the program would never receive RLIMIT_CPU's SIGXCPU
-(nor a SIGABRT of its own), and a CPU-limit kill could only be guessed from rusage, which on
+reaps orphans as every init must, writes how the program ended (exit code or signal, the CPU
+time of the program's own process and of the whole run: what init reaped, and from its /proc
+what still runs, which the kernel then kills with the namespace and adds to no one's rusage) to
+the report pipe, and exits; the kernel then SIGKILLs whatever the program left behind. The
+program is deliberately not PID 1: the kernel shields a namespace's init from every signal it
+has no handler for, so as PID 1 the program would never receive RLIMIT_CPU's SIGXCPU (nor a
+SIGABRT of its own), and a CPU-limit kill could only be guessed from rusage, which on
 some machines reads well below the limit the kernel enforced. `become_program` finishes
 isolation in the program's process (cgroups and a cgroup namespace rooted at them, resource
 limits, unprivileged user, no_new_privs, parent-death signal, fresh keyrings, the syscall
@@ -26,10 +28,12 @@ import signal
 from typing import Any, NoReturn
 
 try:
+    from agentbench.runtime.builtin import _sandbox_cpu as cpu
     from agentbench.runtime.builtin import _sandbox_libc as libc
     from agentbench.runtime.builtin import _sandbox_rootfs as rootfs
     from agentbench.runtime.builtin import _sandbox_seccomp as seccomp
 except ImportError:  # in the launcher, which imports its siblings as top-level modules
+    import _sandbox_cpu as cpu  # type: ignore[no-redef]
     import _sandbox_libc as libc  # type: ignore[no-redef]
     import _sandbox_rootfs as rootfs  # type: ignore[no-redef]
     import _sandbox_seccomp as seccomp  # type: ignore[no-redef]
@@ -67,7 +71,7 @@ def run_init(
     os.close(status_write)
     for fd in joins:
         os.close(fd)
-    ending = _reap_until(pid)
+    ending = _reap_until(pid, own_proc=proc == "private")
     with contextlib.suppress(OSError):  # the supervisor stopped listening: it knows why
         os.write(config["report_fd"], (json.dumps(ending) + "\n").encode())
     os._exit(0)
@@ -89,18 +93,27 @@ def _fail(status_write: int, exc: BaseException) -> NoReturn:
     os._exit(SETUP_FAILED)
 
 
-def _reap_until(pid: int) -> dict[str, Any]:
-    """Reap every child (orphans are ours as init) until `pid` ends; how it ended."""
+def _reap_until(pid: int, *, own_proc: bool) -> dict[str, Any]:
+    """Reap every child (orphans are ours as init) until `pid` ends; how it ended.
+
+    `own_proc`: /proc is this PID namespace's, so `pid` and 1 (init) can be read there.
+    """
     while True:
-        try:
-            reaped, status, usage = os.wait4(-1, 0)
-        except InterruptedError:
-            continue
-        if reaped == pid:
+        ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+        if ended is None or ended.si_pid == pid:
             break
+        os.waitpid(ended.si_pid, 0)  # an orphan
+    # Read before it is reaped: /proc shows the process's own CPU time apart from its
+    # children's, which wait4's rusage adds in.
+    own = cpu.own_ticks(pid) if own_proc else None
+    _, status, usage = os.wait4(pid, 0)
     ending: dict[str, Any] = {
         "stage": "exit",
-        "cpu_seconds": usage.ru_utime + usage.ru_stime,
+        # What RLIMIT_CPU counted; without our /proc, rusage (with its reaped children's).
+        "program_cpu_seconds": (
+            own / cpu.TICKS if own is not None else usage.ru_utime + usage.ru_stime
+        ),
+        "run_cpu_seconds": _run_cpu_seconds(own_proc),
         "max_rss_kb": usage.ru_maxrss,
     }
     if os.WIFSIGNALED(status):
@@ -108,6 +121,16 @@ def _reap_until(pid: int) -> dict[str, Any]:
     else:
         ending["exit_code"] = os.WEXITSTATUS(status)
     return ending
+
+
+def _run_cpu_seconds(own_proc: bool) -> float:
+    """The run's CPU time by now: what init reaped (the program and its reaped tree, orphans)
+    and, from /proc, every process still running, with what each of them reaped."""
+    ticks = cpu.run_ticks(1) if own_proc else None
+    if ticks is not None:
+        return ticks / cpu.TICKS
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return reaped.ru_utime + reaped.ru_stime
 
 
 def set_limits(config: dict[str, Any]) -> None:

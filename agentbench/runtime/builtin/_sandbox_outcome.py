@@ -1,8 +1,10 @@
 """How a sandboxed run ended, in words the model can act on, and what it was not protected by.
 
 `interpret` turns what the supervisor and the kernel recorded (the launcher's report records,
-the program's signal or exit code, its rusage, the run cgroup's OOM-kill and pids counters)
-into a `SandboxResult`: the outcome comes from what happened, never from guessing at output.
+the program's signal or exit code, its rusage, the run cgroup's OOM-kill, pids and CPU-time
+counters) into a `SandboxResult`: the outcome comes from what happened, never from guessing at
+output. The CPU time reported is the whole run's (every process the program started, living or
+ended); the CPU limit is judged on the program's own process, as RLIMIT_CPU counts.
 `_warnings` says in plain words what this machine could not enforce.
 """
 
@@ -59,6 +61,8 @@ class SandboxResult(BaseModel):
     exit_code: int | None = None
     signal: str | None = None
     duration_ms: float = 0.0
+    # CPU time of every process of the run, living or ended (the run cgroup's count; without
+    # one, what the sandbox's init and the quota's watch read in /proc); None if none could say.
     cpu_seconds: float | None = None
     isolation: dict[str, Any] = {}  # what the launcher enforced, fact by fact
     warnings: list[str] = []  # what could not be enforced on this machine
@@ -104,7 +108,7 @@ def interpret(
         stderr=watched.stderr.text(),
         truncated=watched.stdout.truncated or watched.stderr.truncated,
         duration_ms=watched.duration_s * 1000,
-        cpu_seconds=ending.get("cpu_seconds"),
+        cpu_seconds=_run_cpu_seconds(ending, usage, quota),
         exit_code=ending.get("exit_code"),
         signal=_signal_name(ending.get("signal")),
         isolation=isolation,
@@ -151,7 +155,9 @@ def _over_a_limit(
     peak_bytes = (ending.get("max_rss_kb") or 0) * 1024
     if not memory_per_run and peak_bytes >= _MEMORY_REACHED_SHARE * limits.memory_mb * _MB:
         return memory  # RLIMIT_AS, the only limit here, leaves no counter: the peak is the sign
-    cpu_s = ending.get("cpu_seconds") or 0.0
+    # The program's own process, as RLIMIT_CPU counts (per process): never the run's, which
+    # holds its children's CPU time however little the program used itself.
+    cpu_s = ending.get("program_cpu_seconds") or 0.0
     if ending.get("signal") in (signal.SIGXCPU, signal.SIGKILL) and (
         cpu_s >= _CPU_CAUGHT_SHARE * limits.cpu_seconds
     ):
@@ -168,10 +174,26 @@ def _killed_by(signum: int, ending: dict[str, Any], limits: SandboxLimits) -> st
         # Below the limit the kernel sends no SIGXCPU; inside the PID namespace only the
         # program's own processes can.
         said += (
-            f" from its own processes, not the CPU limit (it had used "
-            f"{ending.get('cpu_seconds') or 0.0:.2f} s of its {limits.cpu_seconds} s of CPU time)"
+            f" from its own processes, not the CPU limit (its process had used "
+            f"{ending.get('program_cpu_seconds') or 0.0:.2f} s of the {limits.cpu_seconds} s of "
+            "CPU time each process may use)"
         )
     return said
+
+
+def _run_cpu_seconds(
+    ending: dict[str, Any], usage: CgroupUsage, quota: CpuQuotaWatch | None
+) -> float | None:
+    """CPU time of all the run's processes: the cgroup's count, which holds every process
+    that ran in it; else the most of what init read as the program ended and the quota
+    watch's last look (a run we killed has only that)."""
+    if usage.cpu_seconds is not None:
+        return usage.cpu_seconds
+    at_its_end = ending.get("run_cpu_seconds")
+    counted = [] if at_its_end is None else [at_its_end]
+    if quota is not None and quota.measures == WATCHED:
+        counted.append(quota.used_s)
+    return max(counted, default=None)
 
 
 def _stopped_early(watched: Watched, limits: SandboxLimits) -> tuple[SandboxOutcome, str] | None:
