@@ -3,10 +3,15 @@
 Every answer passes the rules the store records with (the server's keys and the secrets in its
 own environment included), through one redactor per run that sees the run's events in the
 order they happened, so what it learns from one event it applies to every later one and to
-the answer. Text that streams arrives a few characters at a time, so a secret is spread over
-several pieces and no rule matches any one of them: streamed text is released a word at a
-time, each line redacted whole so far, holding back the word still being written (a secret
-holds no whitespace), and the rest of a line when its redaction would change what was sent.
+the answer. Once the run has finished, the events it met before it learned its last secret (a
+password in the input, named secret by a later tool call) are redacted again, as the store
+masks its rows again at the run's end: whoever reads the events after that is sent them so.
+(A subscriber streaming them live has been sent the earlier ones already.)
+
+Text that streams arrives a few characters at a time, so a secret is spread over several
+pieces and no rule matches any one of them: streamed text is released a word at a time, each
+line redacted whole so far, holding back the word still being written (a secret holds no
+whitespace), and the rest of a line when its redaction would change what was sent.
 
 Text is also made well-formed Unicode: a lone surrogate (half an emoji, from a tool or a
 model) becomes U+FFFD, since JSON answers must be UTF-8.
@@ -94,6 +99,7 @@ class RunRedaction:
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor
         self._frames: list[bytes] = []  # each event as redacted JSON
+        self._learned_at: list[int] = []  # how many secrets the redactor knew for each
         self._texts: dict[int, str] = {}  # the text released by each text_delta, by index
         self._streams: dict[str, StreamedText] = {}  # by run id (a handoff's run streams too)
 
@@ -121,8 +127,19 @@ class RunRedaction:
         return well_formed(self.redactor.value(value))
 
     def settle(self, events: list[Any]) -> None:
-        """Every event through the redactor, before the run's answer is shown."""
+        """Every event through the redactor, before the run's answer is shown; then each
+        one redacted before the redactor learned all it knows now, redacted again with it."""
         self._advance(events, len(events))
+        learned = len(self.redactor.learned)
+        for index, known in enumerate(self._learned_at):
+            if known < learned:
+                self._frames[index] = self._again(self._frames[index])
+                self._learned_at[index] = learned
+
+    def _again(self, frame: bytes) -> bytes:
+        if self.redactor.clean(frame):
+            return frame
+        return dumps(self.redactor.value(orjson.loads(frame)))
 
     def _advance(self, events: list[Any], upto: int) -> None:
         while len(self._frames) < upto:
@@ -146,6 +163,8 @@ class RunRedaction:
                 self._frames.append(dumps(shown))
             else:
                 self._frames.append(self._encoded(event))
+            # (After: what an event teaches, its own redaction applies to all of it.)
+            self._learned_at.append(len(self.redactor.learned))
 
     def _encoded(self, event: Any) -> bytes:
         """An event as redacted JSON. Most events hold nothing a rule could match (no secret
