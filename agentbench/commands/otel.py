@@ -114,7 +114,7 @@ Examples:
     envvar="AGENTBENCH_OTEL_MAX_MB",
     show_envvar=True,
     help="The most OTLP data one import reads, all files together, in megabytes (an import "
-    "holds a few times its files' size in memory).",
+    "holds about five times its files' size in memory).",
 )
 def import_otel(db: Path | None, wait_s: float, paths: tuple[Path, ...], max_mb: float) -> None:
     """Store the GenAI spans in OTLP FILES (or folders of them) as runs: OTLP/JSON lines, as
