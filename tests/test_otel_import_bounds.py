@@ -527,3 +527,26 @@ def test_any_value_anywhere_is_read_or_refused_by_name(tmp_path: Path, data: st.
     except OtlpFileError as exc:
         assert str(exc).startswith(str(file)), exc
         assert store.rows == []  # nothing half-imported
+
+
+def test_half_an_emoji_in_an_agent_s_name_is_printed_as_stored(tmp_path: Path) -> None:
+    """The summary line names each run's agent: printed raw, half an emoji made the command
+    fail after storing (exit 3, 'this is a bug'); it is printed as stored, U+FFFD in its place."""
+    file = tmp_path / "spans.jsonl"
+    file.write_text(lines(agent_run(gen_ai__agent__name="AGENT")).replace("AGENT", "bot \\ud83d"))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentbench",
+            "traces",
+            "import-otel",
+            str(file),
+            "--db",
+            str(tmp_path / "t.duckdb"),
+        ],
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "  bot \ufffd  1 model call(s)" in done.stdout.decode()

@@ -13,6 +13,7 @@ import click
 
 from agentbench.commands.traces import open_store, parse_since, store_options
 from agentbench.errors import UsageError
+from agentbench.trace._json import well_formed
 
 EXTRA_HINT = (
     "agentbench's OpenTelemetry support needs the otel extra: pip install 'agentbench[otel]'"
@@ -140,7 +141,8 @@ def import_otel(db: Path | None, wait_s: float, paths: tuple[Path, ...], max_mb:
         )
         if run.joined_traces:
             line += f" ({len(run.joined_traces) + 1} traces joined by conversation)"
-        click.echo(line)
+        # Names come from the spans: half an emoji in one is printed as it was stored (U+FFFD).
+        click.echo(well_formed(line, counted=False))
         missing = run.missing()
         if missing:
             unreplayable += 1
