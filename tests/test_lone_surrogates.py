@@ -142,3 +142,28 @@ async def test_a_recording_of_half_an_emoji_is_saved_and_replays_unchanged(tmp_p
     report = await Replayer(agent).replay(path)
     assert report.result.output == result.output
     assert not report.diverged
+
+
+@pytest.mark.server
+async def test_half_an_emoji_a_tool_returned_reaches_a_live_model_repaired() -> None:
+    """The next request carries the tool's result: the openai SDK cannot encode a lone
+    surrogate, so the run ended in 'a body that is not a chat completion: UnicodeEncodeError'.
+    The message the model is sent holds U+FFFD where the tool cut the emoji."""
+    agent = Agent(name="cutter", tools=[shorten])
+    script = [ToolCall("shorten", {"text": "hello"}), "done"]
+    with OpenAICompatibleServer(script) as server:
+        async with OpenAIModel(
+            "m", base_url=server.base_url, api_key="x", retry=RetryPolicy(max_attempts=1)
+        ) as model:
+            result = await Runner.run(agent, "go", model=model)
+        second = server.requests[1]
+    assert result.error is None and result.output == "done"
+    assert second.body["messages"][-1]["content"] == "smile \ufffd"
+
+
+async def test_tool_arguments_holding_half_an_emoji_are_run_not_a_crash() -> None:
+    """The loop brake's key for a call encodes its arguments: a lone surrogate in them made
+    orjson raise TypeError and ended the run."""
+    model = ScriptedModel([ToolCall("shorten", {"text": "cut \udc00"}), "ok"])
+    result = await Runner.run(Agent(name="cutter", tools=[shorten]), "go", model=model)
+    assert result.error is None and result.output == "ok"

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import openai
+import orjson
 from openai import AsyncOpenAI
 from openai.resources.chat.completions import AsyncCompletions
 
@@ -49,6 +50,7 @@ from agentbench.runtime.retry import (
     parse_retry_after,
     repeats_deterministically,
 )
+from agentbench.trace._json import storable
 
 log = logging.getLogger("agentbench.model")
 
@@ -283,6 +285,8 @@ class OpenAIModel:
         body = {k: v for k, v in request.items() if k in _SDK_KEYS}
         extra = {k: v for k, v in request.items() if k not in _SDK_KEYS}
         body.setdefault("model", self.name)
+        if "messages" in body:
+            body["messages"] = _sendable(body["messages"])
         body.update(self._capped(request) or {})
         if not body.get("stream"):
             return await self._unstreamed(body, extra, request)
@@ -383,6 +387,17 @@ class OpenAIModel:
                 f"model {self.name!r} at {self.endpoint} returned a body that is not a chat "
                 f"completion: {type(exc).__name__}: {exc}"
             ) from None
+
+
+def _sendable(messages: Any) -> Any:
+    """The messages as an HTTP client can encode them: half an emoji (a lone surrogate a tool
+    or a summary cut off) as U+FFFD, which the SDK otherwise fails on before sending. One
+    encode of the messages a live call; repaired (a walk) only when that fails."""
+    try:
+        orjson.dumps(messages)
+    except TypeError:
+        return storable(messages, counted=False)
+    return messages
 
 
 def _status_error(model: OpenAIModel, exc: openai.APIStatusError) -> Exception:

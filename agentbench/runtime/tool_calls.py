@@ -28,6 +28,7 @@ from agentbench.runtime.models import ToolCall
 from agentbench.runtime.orchestration import request_from_tool
 from agentbench.runtime.run_state import RunState
 from agentbench.runtime.tools import RUNTIME_NOTE, Effect, ResultKind, Tool, ToolResult
+from agentbench.trace._json import canonical, well_formed
 
 
 @dataclass
@@ -89,14 +90,20 @@ def plan_call(run: RunState, call: ToolCall) -> PlannedCall:
                 f"{_validation_text(exc)}\nExpected schema: {_schema_text(tool)}",
             ),
         )
-    key = (tool.name, orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode())
+    try:
+        encoded = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # half an emoji in the arguments: the key is their repaired form
+        encoded = canonical(arguments)
+    key = (tool.name, encoded.decode())
     counts = run.call_counts
     counts[key] = repeats = counts.get(key, 0) + 1  # not `+= 1`: Counter's __missing__ is Python
     return PlannedCall(call, arguments, tool=tool, kwargs=kwargs, repeats=repeats)
 
 
 def tool_message(call_id: str, content: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
+    # Half an emoji a tool cut off becomes U+FFFD here: no HTTP client can encode a lone
+    # surrogate, so the next model call would fail (the store repairs and flags it itself).
+    return {"role": "tool", "tool_call_id": call_id, "content": well_formed(content, counted=False)}
 
 
 @dataclass(slots=True)
