@@ -71,7 +71,11 @@ def weather(tmp_path: Path) -> Path:
 
 
 def record(suite: Path, db: Path, model: Any, question: str = "How warm is Paris?") -> str:
-    agent = load_object(f"{suite / 'agent.py'}:agent")
+    return record_agent(suite / "agent.py", db, model, question)
+
+
+def record_agent(file: Path, db: Path, model: Any, question: str = "How warm is Paris?") -> str:
+    agent = load_object(f"{file}:agent")
     store = TraceStore(db)
     try:
         return Runner.run_sync(agent, question, model=model, store=store).run_id
@@ -105,14 +109,7 @@ def test_a_new_suite_names_its_agent_relative_to_the_repository_and_runs_in_anot
     (repo / "app" / "weather.py").write_text(AGENT)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     db = tmp_path / "prod.duckdb"
-    store = TraceStore(db)
-    try:
-        agent = load_object(f"{repo / 'app' / 'weather.py'}:agent")
-        run_id = Runner.run_sync(
-            agent, "How warm is Paris?", model=ScriptedModel(PARIS), store=store
-        ).run_id
-    finally:
-        store.close()
+    run_id = record_agent(repo / "app" / "weather.py", db, ScriptedModel(PARIS))
     suite = repo / "golden" / "weather"
     agent_ref = f"{repo / 'app' / 'weather.py'}:agent"  # absolute, as a shell completes it
     code, _, err = promote(capsys, run_id, suite, db, "--agent", agent_ref, "--id", "paris")
@@ -137,14 +134,7 @@ def test_an_agent_outside_the_repository_is_named_absolutely_with_a_warning(
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     db = tmp_path / "prod.duckdb"
-    store = TraceStore(db)
-    try:
-        agent = load_object(f"{outside}:agent")
-        run_id = Runner.run_sync(
-            agent, "How warm is Paris?", model=ScriptedModel(PARIS), store=store
-        ).run_id
-    finally:
-        store.close()
+    run_id = record_agent(outside, db, ScriptedModel(PARIS))
     suite = repo / "golden" / "weather"
     code, _, err = promote(capsys, run_id, suite, db, "--agent", f"{outside}:agent")
     assert code == 0
