@@ -33,6 +33,7 @@ from agentbench.commands.serve import serve
 from agentbench.commands.tools import tools
 from agentbench.commands.traces import traces
 from agentbench.errors import AgentbenchError, Interrupted, UsageError
+from agentbench.terminal import escaping_output
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C ended
@@ -76,16 +77,26 @@ cli.add_command(tools)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: map every error to the documented exit codes; no traceback unless asked."""
+    """Entry point: map every error to the documented exit codes; no traceback unless asked.
+    Everything a command prints for people has its control characters escaped: runs, tool
+    output and error messages carry text from models, tools and users (see `terminal`)."""
     invocation = Invocation.parse(argv)
+    with escaping_output(stdout=not invocation.document_on_stdout):
+        return _run(invocation)
+
+
+def _run(invocation: Invocation) -> int:
     try:
         # Commands that gate (run, replay, diff) return their exit code. `obj` carries the
-        # command line, for the `--resume` command an interrupted run prints.
+        # command line, for the `--resume` command an interrupted run prints. `color`: click
+        # would strip colour codes from output that is not a terminal; they are escaped
+        # instead, so a pipe gets what a terminal shows.
         code = cli.main(
             args=invocation.args,
             prog_name="agentbench",
             standalone_mode=False,
             obj={"argv": invocation.args},
+            color=True,
         )
     except Interrupted as exc:
         return report_error(invocation, exc, str(exc), EXIT_INTERRUPTED, "interrupted")

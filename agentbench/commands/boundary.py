@@ -12,6 +12,7 @@ stdout learns why there is no result.
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import sys
 import sysconfig
@@ -49,6 +50,15 @@ class Invocation:
         given = list(sys.argv[1:] if argv is None else argv)
         debug = DEBUG_FLAG in given or os.environ.get(DEBUG_ENV, "") not in ("", "0")
         return cls([a for a in given if a != DEBUG_FLAG], debug, "--json" in given)
+
+    @property
+    def document_on_stdout(self) -> bool:
+        """Whether stdout carries a document for programs (`--json`, `--format json|csv`),
+        written as its format says rather than escaped for a terminal."""
+        args = self.args
+        formats = {b for a, b in itertools.pairwise(args) if a == "--format"}
+        formats |= {a.removeprefix("--format=") for a in args if a.startswith("--format=")}
+        return self.as_json or bool(formats & {"json", "csv"})
 
     def command(self, names: set[str]) -> str:
         """`agentbench run`, `agentbench traces list`: the command words that were typed."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 from agentbench.commands.render import table
 from agentbench.evals.compare_text import MAX_LISTED, drift_text
 from agentbench.evals.stats import TrialOutcome
+from agentbench.terminal import escaped, raw_stream
 
 
 def _rate(value: float | None) -> str:
@@ -174,6 +176,8 @@ def progress(total: int, *, enabled: bool) -> Iterator[Callable[[TrialOutcome], 
     if not enabled or total < 2:
         yield None
         return
+    from rich.console import Console
+    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -182,16 +186,23 @@ def progress(total: int, *, enabled: bool) -> Iterator[Callable[[TrialOutcome], 
         TimeRemainingColumn,
     )
 
+    # The bar draws with control codes of its own, so it writes to the terminal itself (not
+    # through the CLI's escaping stdout), and leaves whatever else is printed meanwhile to go
+    # the escaped way; a case's name in it is escaped like any other text.
     with Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
+        console=Console(file=raw_stream(sys.stdout)),
         transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
     ) as bar:
         task = bar.add_task("cases", total=total)
 
         def tick(outcome: TrialOutcome) -> None:
-            bar.update(task, advance=1, description=f"{outcome.suite}/{outcome.case_id}")
+            name = escaped(f"{outcome.suite}/{outcome.case_id}")
+            bar.update(task, advance=1, description=escape(name))
 
         yield tick

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import selectors
 import signal
 import subprocess
@@ -29,6 +28,7 @@ from typing import Any
 
 from agentbench.runtime.builtin._sandbox_clock import ProgramClock
 from agentbench.runtime.builtin._sandbox_cpu import CpuQuotaWatch
+from agentbench.terminal import escaped
 
 LAUNCHER = Path(__file__).with_name("_sandbox_launcher.py")
 _CHUNK = 65_536
@@ -37,18 +37,13 @@ _POLL_S = 0.02  # the longest the watch waits for output before it reads the clo
 _STOP_GRACE_S = 1.0  # how long a killed program's launcher gets to reap it and report
 
 
-# C0 controls but newline and tab, DEL, and C1 controls: what a terminal acts on (colours,
-# cursor moves, window titles, OSC 52 clipboard writes, 8-bit CSI) instead of showing it.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
 def shown(text: str) -> str:
     """`text` with every terminal control character written as an escape (`\x1b`, `\r`).
 
     The program's output is kept this way, so wherever it is shown later — the model's tool
     result, `traces show`, a run's terminal output, a report — it cannot drive a terminal.
     """
-    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+    return escaped(text)
 
 
 class Capture:
