@@ -165,6 +165,8 @@ def serve(
     refs = agent_refs(target, loaded, agents, module)
     chat_model = _default_model(model, base_url)
     store = open_store(db, wait_s)
+    # Before any request: a store that cannot keep runs is exit 3 now, not a run lost each time.
+    store.check_writable()
     settings = ServeSettings(
         concurrency=concurrency,
         queue=queue,
@@ -176,7 +178,10 @@ def serve(
         body_timeout_s=body_timeout_s,
     )
     service = Service(agents, settings=settings, model=chat_model, store=store, agent_refs=refs)
-    config = server_config(service, host=host, port=port, log_level="info", access_log=True)
+    # No colours: what the server logs is escaped for the terminal (see agentbench.terminal).
+    config = server_config(
+        service, host=host, port=port, log_level="info", access_log=True, use_colors=False
+    )
     server = DrainingServer(config, service)
     # Bound here, not by uvicorn, so --port 0 (any free port) can say which port it got.
     sock = _listen(host, port)

@@ -22,17 +22,19 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException
 
 from agentbench.errors import InstructionsError
 from agentbench.serve.admission import Overloaded, Ticket
 from agentbench.serve.callers import Caller
 from agentbench.serve.chat import ChatRequest, RunRequest, completion
-from agentbench.serve.errors import error_response, validation_error
+from agentbench.serve.errors import error_response, http_error, validation_error
 from agentbench.serve.metrics import CONTENT_TYPE
 from agentbench.serve.middleware import BodyLimit, Callers, RequestIds
 from agentbench.serve.runs import ServedRun
 from agentbench.serve.service import Service
-from agentbench.serve.stored import stored_events, stored_run
+from agentbench.serve.store_health import RETRY_AFTER_S, fault_code, told_to_clients
+from agentbench.serve.stored import stored_events, stored_own_run, stored_run
 from agentbench.serve.streams import (
     ANSWERED,
     SSE_HEADERS,
@@ -42,6 +44,7 @@ from agentbench.serve.streams import (
     extension,
     stored_event_stream,
 )
+from agentbench.trace.errors import StorageFaultError
 from agentbench.trace.redact import Redactor
 
 
@@ -54,6 +57,7 @@ def create_app(service: Service) -> FastAPI:
     app = FastAPI(title="agentbench serve", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)
     # Added innermost first: ids and metrics see every answer, callers come before the body.
     app.add_middleware(BodyLimit, limit=service.settings.max_body_bytes, metrics=service.metrics)
     app.add_middleware(Callers, keys=service.settings.keys, metrics=service.metrics)
@@ -75,15 +79,20 @@ def _caller(request: Request) -> Caller:
 
 @routes.get("/healthz", response_model=None)
 async def healthz(request: Request) -> Response:
-    """Liveness and readiness: 503 while draining, so a load balancer sends no more."""
+    """Liveness and readiness: 503 while draining or while the store cannot keep runs, so a
+    load balancer sends no more."""
     service = _service(request)
+    fault = service.store_health.refusal()
+    status = "draining" if service.draining else fault_code(fault) if fault else "ok"
     body = {
-        "status": "draining" if service.draining else "ok",
+        "status": status,
         "agents": sorted(service.agents),
         "running": service.admission.running,
         "queued": service.admission.waiting,
     }
-    return JSONResponse(body, status_code=503 if service.draining else 200)
+    if fault is not None:
+        body["store"] = told_to_clients(fault)
+    return JSONResponse(body, status_code=200 if status == "ok" else 503)
 
 
 @routes.get("/v1/models")
@@ -180,13 +189,15 @@ async def get_run(run_id: str, request: Request) -> Response:
 
 @routes.delete("/v1/runs/{run_id}", response_model=None)
 async def cancel_run(run_id: str, request: Request) -> Response:
-    run = _service(request).runs.own(run_id, _caller(request))
-    if run is None:
-        return _unknown_run(run_id)
+    service, caller = _service(request), _caller(request)
+    run = service.runs.own(run_id, caller)
+    if run is None:  # not running here: one of its own that an earlier server ran, or 404
+        stored = await _from_store(service, lambda store: stored_own_run(store, run_id, caller))
+        if stored is None:
+            return _unknown_run(run_id)
+        return _not_running(run_id, stored["status"], stored["stop_reason"])
     if run.done:
-        return error_response(
-            409, f"run {run_id} already finished ({run.stop_reason})", code="run_finished"
-        )
+        return _not_running(run_id, run.status, run.stop_reason)
     run.cancel()
     await run.wait()
     return JSONResponse(run.as_json())
@@ -245,6 +256,12 @@ def _start(
     missing = service.missing_variable(agent, context)
     if missing is not None:
         return _missing_variable(missing)
+    fault = service.store_health.refusal()
+    if fault is not None:
+        service.metrics.rejected.labels("store_fault").inc()
+        return _store_refuses(
+            fault, f"{told_to_clients(fault)}: no run is started, since none could be kept"
+        )
     try:
         ticket: Ticket = service.admission.admit()
     except Overloaded as busy:
@@ -310,8 +327,37 @@ def _unknown_run(run_id: str) -> JSONResponse:
     )
 
 
+def _not_running(run_id: str, status: str, stop_reason: str | None) -> JSONResponse:
+    """409: the run is over, so there is nothing to cancel (whether this server ran it or
+    one before it: the answer does not depend on a restart)."""
+    if status == "incomplete":
+        why = "its server stopped before it finished (stored as incomplete)"
+    else:
+        why = f"it already finished ({stop_reason})"
+    return error_response(409, f"run {run_id} cannot be cancelled: {why}", code="run_finished")
+
+
+def _store_refuses(
+    fault: StorageFaultError, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """503: the store cannot keep runs now; retrying once it can is the client's way on."""
+    return error_response(
+        503,
+        f"{message}; retry after {RETRY_AFTER_S} s",
+        kind="server_error",
+        code=fault_code(fault),
+        headers={**(headers or {}), "retry-after": str(RETRY_AFTER_S)},
+    )
+
+
 def _failed(run: ServedRun, headers: dict[str, str]) -> JSONResponse:
     """A run that ended without an answer, as the HTTP error that says why."""
+    if run.unkept is not None:  # never "traces show": the store does not have it
+        message = (
+            f"{told_to_clients(run.unkept)}: run {run.id} ran (its tools too) but could not "
+            "be kept, so its answer is not given"
+        )
+        return _store_refuses(run.unkept, message, headers)
     error = run.error or {"type": "error", "message": "the run ended without an answer"}
     detail = f"{error['message']} (run {run.id}: agentbench traces show {run.id})"
     if run.stop_reason == "timeout":
@@ -326,10 +372,11 @@ def _failed(run: ServedRun, headers: dict[str, str]) -> JSONResponse:
             param="agentbench.context",
             headers=headers,
         )
-    status = 502 if "Model" in error["type"] else 500
-    return error_response(
-        status, f"{error['type']}: {detail}", kind="server_error", headers=headers
-    )
+    # The runner words an exception of another library as "Type: message" already.
+    named = detail if detail.startswith(f"{error['type']}:") else f"{error['type']}: {detail}"
+    if run.model_failed or "Model" in error["type"]:
+        return error_response(502, named, kind="server_error", code="model_failed", headers=headers)
+    return error_response(500, named, kind="server_error", code="agent_failed", headers=headers)
 
 
 async def _finished_unless_disconnected(run: ServedRun, request: Request) -> bool:

@@ -139,7 +139,8 @@ def read_key_file(path: Path, into: KeyEntries) -> None:
             f"{MAX_KEYS:,} 'name: key' lines"
         )
     try:
-        text = data.decode("utf-8")
+        # A byte order mark is how some editors (Notepad) start UTF-8: not part of a name.
+        text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise UsageError(f"--keys {path}: not UTF-8 text (byte {exc.start})") from None
     before = len(into.entries)
@@ -155,9 +156,14 @@ def read_key_variable(variable: str, value: str | None, into: KeyEntries) -> Non
     """Add the keys of an environment variable: entries separated by newlines or commas, or
     one bare key (the caller `default`)."""
     where = f"--api-key-env {variable}"
-    if not value or not value.strip():
+    if value is None:
         raise UsageError(f"{where}: that environment variable is not set")
-    value = value.strip()
+    value = value.strip().removeprefix("\ufeff").strip()
+    if not value:
+        raise UsageError(
+            f"{where}: that environment variable is set but empty (expected 'name: key' "
+            "entries, or one key)"
+        )
     if ":" not in value:
         _check_key(value, where)
         into.add(Caller(DEFAULT), value, where)

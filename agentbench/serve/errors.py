@@ -1,6 +1,7 @@
 """Error bodies in the OpenAI shape (`{"error": {"message", "type", "param", "code"}}`), so
 the openai SDK raises its own typed errors with our message, and a malformed request is
-answered 400/422 naming the field — never a 500 with a traceback."""
+answered 400/422 naming the field or the byte — never a 500 with a traceback, and never in
+FastAPI's own `{"detail": ...}` shape (its answers are recast here too)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import orjson
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 
 def error_response(
@@ -53,14 +55,9 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
         return error_response(400, first["msg"], code="invalid_unicode")
     if first.get("type") == "json_invalid" or tuple(first.get("loc", ())) == ("body",):
         # Not JSON at all (FastAPI only parses bodies labelled as JSON): say where it broke.
-        try:
-            orjson.loads(await request.body())
-        except orjson.JSONDecodeError as broken:
-            return error_response(
-                400,
-                f"the request body is not valid JSON at line {broken.lineno}, column "
-                f"{broken.colno}: {broken.msg}",
-            )
+        refused = unreadable_body(await request.body())
+        if refused is not None:
+            return refused
     path = field_path(first.get("loc", ()))
     # A union's branches fail at the same place: one message saying what each wanted.
     here = [e for e in errors if field_path(e.get("loc", ())) == path]
@@ -70,3 +67,46 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
     more = len(errors) - len(here)
     tail = f" (and {more} more problems)" if more else ""
     return error_response(422, f"{path}: {message}{tail}", param=path)
+
+
+def unreadable_body(body: bytes) -> JSONResponse | None:
+    """400 saying why `body` is no JSON document: not UTF-8 (at which byte), or not JSON (at
+    which line and column); None when it is one."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return error_response(
+            400,
+            f"the request body is not UTF-8: invalid UTF-8 at byte offset {bad.start} "
+            f"({body[bad.start : bad.start + 1]!r}: {bad.reason}); JSON bodies are UTF-8",
+            code="invalid_unicode",
+        )
+    try:
+        orjson.loads(text.removeprefix("\ufeff"))  # a byte order mark, as FastAPI allows
+    except orjson.JSONDecodeError as broken:
+        where = f"line {broken.lineno}, column {broken.colno}"
+        if "depth" in broken.msg or "recursion" in broken.msg:
+            message = f"the request body nests arrays or objects too deeply (at {where})"
+        else:
+            message = f"the request body is not valid JSON at {where}: {broken.msg}"
+        return error_response(400, message, code="invalid_json")
+    return None
+
+
+# What FastAPI answers when reading a JSON body failed other than by a JSON syntax error
+# (bytes that are not UTF-8, nesting too deep for its parser).
+_FASTAPI_BODY_ERROR = "There was an error parsing the body"
+
+
+async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    """FastAPI's and Starlette's own HTTP errors (a body it could not parse, an unknown route,
+    a method a route does not take) in the OpenAI shape, saying what was wrong."""
+    if exc.status_code == 400 and exc.detail == _FASTAPI_BODY_ERROR:
+        refused = unreadable_body(await request.body())
+        if refused is not None:
+            return refused
+        return error_response(400, "the request body could not be read as a JSON document")
+    message = str(exc.detail)
+    if exc.status_code in (404, 405):
+        message = f"{message}: {request.method} {request.url.path[:200]}"
+    return error_response(exc.status_code, message, headers=dict(exc.headers or {}))

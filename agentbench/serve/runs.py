@@ -29,6 +29,8 @@ from agentbench.runtime.runner import Runner
 from agentbench.serve.admission import Ticket
 from agentbench.serve.callers import Caller
 from agentbench.serve.redaction import RunRedaction
+from agentbench.serve.store_health import told_to_clients
+from agentbench.trace.errors import StorageFaultError
 from agentbench.trace.redact import RedactionRules, Redactor
 
 log = logging.getLogger("agentbench")
@@ -55,6 +57,8 @@ class ServedRun:
     run_seconds: float | None = None
     # Why a brake stopped the run (its guard's message), for a client that got no answer.
     stop_detail: str | None = None
+    # The store refused the run's record (full, read-only): it ran, but it is not kept.
+    unkept: StorageFaultError | None = field(default=None, repr=False)
     # The conversation's events as emitted; redacted as JSON once each, when a subscriber
     # asks or when the run finishes (its answer is shown only after all of them).
     events: list[Any] = field(default_factory=list, repr=False)
@@ -64,6 +68,16 @@ class ServedRun:
     @property
     def done(self) -> bool:
         return self.status == "finished"
+
+    @property
+    def model_failed(self) -> bool:
+        """Whether the run ended inside a model call: after a request the model never
+        answered (or in the middle of its streamed text). Then the model or its provider
+        failed — a 502 — rather than the agent's own code."""
+        for event in reversed(self.events):
+            if event.kind != "run_finished":
+                return event.kind in ("model_request", "text_delta")
+        return False
 
     @property
     def text(self) -> str:
@@ -247,6 +261,14 @@ class RunRegistry:
             ticket.abandon()
             run.stop_reason = "cancelled"
             run.error = {"type": "cancelled", "message": "the run was cancelled"}
+        except StorageFaultError as fault:  # it ran, but its record could not be kept
+            log.error("run %s is not kept: %s", run.id, fault)
+            run.unkept = fault
+            run.stop_reason = "error"
+            run.error = {
+                "type": type(fault).__name__,
+                "message": f"{told_to_clients(fault)}: the run was not kept",
+            }
         except Exception as exc:  # a bug in the agent's code or ours: reported, never lost
             run.stop_reason = "error"
             run.error = {"type": type(exc).__name__, "message": str(exc)}

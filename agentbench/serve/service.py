@@ -20,6 +20,7 @@ from agentbench.serve.admission import Admission, Ticket
 from agentbench.serve.callers import Caller, Keyring
 from agentbench.serve.metrics import ServeMetrics
 from agentbench.serve.runs import Launch, RunRegistry, ServedRun
+from agentbench.serve.store_health import StoreHealth
 from agentbench.trace.redact import RedactionRules
 
 
@@ -109,6 +110,9 @@ class Service:
             store.redaction = self.redaction
         self.runs = RunRegistry(keep=self.settings.keep_finished)
         self.runs.finished_callbacks.append(self._count)
+        # Asked before each run: a store that cannot keep runs refuses them (503) unstarted.
+        self.store_health = StoreHealth(store.path if store is not None else None)
+        self.runs.finished_callbacks.append(self._unkept)
         self._admission: Admission | None = None
         self.draining = False
         for agent in self.agents.values():
@@ -185,6 +189,10 @@ class Service:
             self.metrics.run_seconds.labels(run.agent).observe(run.run_seconds)
         self.metrics.tokens.labels(run.agent, "input").inc(run.usage.input_tokens)
         self.metrics.tokens.labels(run.agent, "output").inc(run.usage.output_tokens)
+
+    def _unkept(self, run: ServedRun) -> None:
+        if run.unkept is not None:
+            self.store_health.saw(run.unkept)
 
     def begin_shutdown(self) -> None:
         """From now on new requests are refused (503); running ones get `drain_s` to finish,

@@ -72,6 +72,16 @@ def stored_run(
     return well_formed(redactor.value(body))  # type: ignore[no-any-return]
 
 
+def stored_own_run(store: TraceStore, run_id: str, caller: Caller) -> dict[str, Any] | None:
+    """Status and stop reason of a stored run `caller` itself started — what `DELETE` may
+    speak of (an admin key reads others' runs, but cancels only its own); None otherwise."""
+    runs = _conversation(store, run_id, Caller(caller.name))
+    if runs is None:
+        return None
+    root = next(t for t in runs if t.run.run_id == run_id)
+    return {"status": root.run.status, "stop_reason": runs[-1].run.stop_reason}
+
+
 def stored_events(
     store: TraceStore, run_id: str, caller: Caller, redactor: Redactor
 ) -> list[tuple[str, bytes]] | None:

@@ -166,6 +166,42 @@ class Journal:
         return fd, final
 
 
+# As much as a probe writes: a run's journal line is rarely smaller.
+_PROBE_BYTES = 4096
+
+
+def try_journal(directory: Path) -> None:
+    """Prove that a journal can be written in `directory` now: a file made there, written and
+    removed again. Raises the store's `StorageFaultError` when the disk refuses (full,
+    read-only, not this user's to write), `JournalError` when the folder cannot hold
+    journals at all. For a process that must know before it takes work it cannot keep."""
+    store = directory.with_name(directory.name.removesuffix(".spool"))
+    name = f"{_TEMP_PREFIX}probe-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+    probe = directory / name
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        fault = storage_fault(store, exc, file=directory)
+        if fault is not None:
+            raise fault from None
+        raise JournalError(
+            f"cannot keep a journal in {directory} ({exc.strerror or exc}): runs are "
+            "journaled there before they are stored; expected a folder this process can write"
+        ) from None
+    try:
+        _try_lock(fd)  # held, like a journal being made: no one takes it for a dead one
+        _write_all(fd, b" " * (_PROBE_BYTES - 1) + b"\n")
+    except OSError as exc:
+        fault = storage_fault(store, exc, file=probe)
+        if fault is None:
+            raise
+        raise fault from None
+    finally:
+        os.close(fd)
+        probe.unlink(missing_ok=True)
+
+
 @dataclass
 class Recovered:
     """A dead process's journal, locked by us until `discard` (after its rows are stored)."""

@@ -39,7 +39,7 @@ from agentbench.trace.recording import Recording, store_batch
 from agentbench.trace.recording_channel import ProcessRecorder, RecordingChannel
 from agentbench.trace.redact import RedactionRules, Redactor
 from agentbench.trace.schema import RunRecord, RunRows, RunTrace
-from agentbench.trace.spool import has_dead, spool_dir, survey
+from agentbench.trace.spool import has_dead, spool_dir, survey, try_journal
 
 log = logging.getLogger("agentbench.trace")
 
@@ -326,6 +326,20 @@ class TraceStore:
         self.flush()
         own = self._recording.own_journals() if self._recording is not None else set()
         self._store_dead(own, reading=reading)
+
+    def check_writable(self) -> None:
+        """Raise now, not at the first run, what would keep this store from recording: the
+        store's `StorageFaultError` for a full disk or a read-only store (its file, its
+        folder, the journal folder beside it). For a command that takes work only once it
+        knows it can keep it (`agentbench serve`). Makes or migrates the store and stores what
+        crashed processes' journals hold first, as its first write would."""
+        self.settle()
+        with self.writing() as conn:
+            # A write DuckDB must accept, taken back: a store attached read-only refuses it.
+            conn.execute("BEGIN TRANSACTION")
+            conn.execute("CREATE TABLE agentbench_write_check (ok BOOLEAN)")
+            conn.execute("ROLLBACK")
+        try_journal(spool_dir(self.path))
 
     def _never_initialised(self) -> bool:
         """An empty file: its creator was killed before DuckDB wrote anything (opening it
