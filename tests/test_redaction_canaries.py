@@ -11,7 +11,9 @@ environment variables, `Authorization` / `api-key` headers, secret-named keys at
 `sk-…` and `Bearer …` tokens, and secrets straddling the runtime's 2,000-character tool-result
 cut — in the input, context variables, tool arguments, tool results, model text, and a tool's
 error — and a password that only its tool argument's name (`password`) says is secret, also in
-the input (recorded before that argument), a tool's error, a tool's result and the answer.
+the input (recorded before that argument), a tool's error, a tool's result and the answer; it
+holds a quote and a backslash, so JSON text writes it escaped (`\\"`, `\\\\`), and every
+spelling of it is searched for (once and twice JSON-escaped), as every piece of one.
 
 `scan` searches a folder, the journals, the console and the log: another path that writes
 (`serve`'s answers, say) plants the same canaries, runs, and asserts `scan(...)` finds nothing.
@@ -35,6 +37,7 @@ import pytest
 from agentbench import ToolCall
 from agentbench.cli import main
 from agentbench.testing import OpenAICompatibleServer
+from agentbench.trace.secret_forms import spellings
 
 _RANDOM = random.Random(12)  # fixed: a failure names the same canary every run
 
@@ -49,7 +52,9 @@ CANARIES = {
     "env ACME_SERVICE_TOKEN (matches no pattern)": _token(),
     "api-key header in the model settings": _token(),
     "Authorization header in tool arguments": _token(),
-    "password in tool arguments, the input, a tool's error and result, the answer": _token(),
+    "password in tool arguments, the input, a tool's error and result, the answer": (
+        _token()[:12] + '"\\' + _token()[:12]
+    ),
     "access_token in a tool result": _token(),
     "sk- token straddling the tool-result cut": _token("sk-"),
     "sk- token in a tool's error": _token("sk-"),
@@ -164,7 +169,13 @@ def printed_json(out: str) -> dict:
 
 
 def pieces(secret: str) -> list[bytes]:
-    return [secret[i : i + WINDOW].encode() for i in range(len(secret) - WINDOW + 1)]
+    """Every `WINDOW` characters of each way `secret` is written: as it is, and JSON-escaped
+    once and twice."""
+    return [
+        form[i : i + WINDOW].encode()
+        for form in spellings([secret])
+        for i in range(len(form) - WINDOW + 1)
+    ]
 
 
 def found_in(blob: bytes) -> list[str]:
@@ -277,6 +288,7 @@ def test_no_canary_reaches_any_byte_written(
     assert agentbench("report", "latest", "--db", str(golden), *reports) == 0
     run_id = second["results"][0]["run_id"]
     assert agentbench("traces", "show", run_id, "--db", str(golden)) == 0
+    assert agentbench("traces", "show", run_id, "--json", "--db", str(golden)) == 0
     assert agentbench("traces", "export", str(out / "lake"), "--db", str(golden)) == 0
     dated = ["--partition-by", "date", "--db", str(recording)]
     assert agentbench("traces", "export", str(out / "lake-by-date"), *dated) == 0
@@ -335,8 +347,8 @@ def scan(
 
 
 def count_of(secret: str, path: Path) -> int:
-    """How often `secret` is in the file's bytes (and in a store's cells)."""
-    found = path.read_bytes().count(secret.encode())
+    """How often `secret` is in the file's bytes (and in a store's cells), in any spelling."""
+    blob = path.read_bytes()
     if path.suffix == ".duckdb":
-        found += store_cells(path).count(secret.encode())
-    return found
+        blob += store_cells(path)
+    return sum(blob.count(form.encode()) for form in spellings([secret]))

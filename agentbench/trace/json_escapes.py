@@ -64,14 +64,25 @@ def ends_escape(text: str, at: int) -> bool:
 
 def widened(text: str, start: int, end: int) -> tuple[int, int]:
     """`start` and `end` moved outwards to the edges of any escape sequence they fall inside,
-    so that replacing `text[start:end]` cannot leave part of one."""
+    so that replacing `text[start:end]` cannot leave part of one. A span that ends with
+    backslashes in pairs (`…\\\\`, a secret ending in a backslash, escaped) ends after
+    whole sequences already: widened, it would take the quote that closes its string."""
     inside = escape_around(text, start)
     if inside is not None:
         start = inside[0]
-    inside = escape_around(text, end)
-    if inside is not None:
-        end = inside[1]
+    if not _ends_in_pairs(text, start, end):
+        inside = escape_around(text, end)
+        if inside is not None:
+            end = inside[1]
     return start, end
+
+
+def _ends_in_pairs(text: str, start: int, end: int) -> bool:
+    """Does `text[start:end]` end with an even, non-zero run of backslashes?"""
+    run = end
+    while run > start and text[run - 1] == "\\":
+        run -= 1
+    return run < end and (end - run) % 2 == 0
 
 
 def after_escape(text: str, start: int) -> int:

@@ -9,20 +9,26 @@ Three kinds of rule, applied to nested values of any depth:
 * **patterns** in any string: `sk-…` keys, `Bearer …` credentials, GitHub and Slack tokens,
   AWS access key ids, JWTs, plus any extra regexes.
 * **known secret values**: the values of environment variables whose names are secret by the
-  rule above (`OPENAI_API_KEY`, `DB_PASSWORD`…) are masked wherever they appear verbatim.
+  rule above (`OPENAI_API_KEY`, `DB_PASSWORD`…) are masked wherever they appear, in every
+  spelling they can have there: as they are, JSON-escaped once or twice (JSON inside a JSON
+  string), non-ASCII characters as they are or `\\u`-escaped (see `secret_forms`).
 
 **A secret seen once is masked everywhere.** A value a redactor masks because of where it was
 — under a secret key (`{"password": "…"}`, a header), as a pattern's secret (the token after
 `Bearer`), as the value of a `password=…` pair — is learned (`learned`): from then on it is a
 known secret value too, masked wherever it appears, and within one call to `value`, `text` or
-`json` the places before it as well. A recorder builds one redactor per run (a trial's turns
-and a conversation's handoffs share one), and masks the rows it made before a value was
-learned when the run ends (see `remask`); whoever writes about the run — results, a cassette,
-an answer — masks with the same redactor (`LabelledStore.redactor`). A value is learned only
-if it could not be ordinary text: at least `MIN_LEARNED_CHARS` (8) characters, the minimum the
-environment rule uses too — a one-character password must not mask every `a` in the store —
-not only digits, not the mask, not a secret key's own name; such a value is still masked in
-its own field.
+`json` the places before it as well. A key-value rule that met a value before the whole of it
+was known masked it only as far as that kind of value runs (`my password: correct horse
+battery staple` to the first space): once the whole is learned, a mask followed by the rest
+(`[REDACTED] horse battery staple`) is masked too, the rest repeated or not, so masking stays
+idempotent; a value that holds a mask already (`password: <[REDACTED]>`) is masked whole.
+A recorder builds one redactor per run (a trial's turns and a conversation's handoffs share
+one), and masks the rows it made before a value was learned when the run ends (see `remask`);
+whoever writes about the run — results, a cassette, an answer — masks with the same redactor
+(`LabelledStore.redactor`). A value is learned only if it could not be ordinary text: at least
+`MIN_LEARNED_CHARS` (8) characters, the minimum the environment rule uses too — a one-character
+password must not mask every `a` in the store — not only digits, not the mask, not a secret
+key's own name; such a value is still masked in its own field.
 
 Strings that hold JSON (tool-call arguments, tool observations) are parsed and redacted by
 key too; only when something was masked is the text rewritten, and then only the masked values:
@@ -54,12 +60,14 @@ import re
 import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import orjson
 
 from agentbench.trace._json import dumps, plain
 from agentbench.trace.json_escapes import after_escape, ends_escape, opens_escape, widened
+from agentbench.trace.secret_forms import leftovers, spellings
 
 MASK = "[REDACTED]"
 
@@ -131,26 +139,67 @@ _LOWER_TO_ASCII = ("\u0130", "\u212a")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")
 # Key/value pairs inside free text, e.g. a tool call echoed into the system prompt as
-# `login({"password": "…"})` (quotes possibly backslash-escaped, once or more: JSON in JSON),
+# `login({"user": "ada", "password": "…"})` (the value runs to its closing quote, past `\"`;
+# with the quotes backslash-escaped, once or more — JSON in JSON — to the first backslash),
 # the same as Python shows a dict (`{'password': '…'}`: a tool's result given to the model as
 # its text), `?api_key=…` in a URL, a quoted assignment (`api_key='…'` in a Python repr,
-# `TOKEN="…"` in a shell line), or a log or YAML line (`password: …`).
-# Each is tried where a secret key's name starts (where its characters do, after any escape
-# sequence: `\u003epassword=`), the quoted keys one character before it.
-_EMBEDDED = (
-    (re.compile(r'"(?P<key>[A-Za-z0-9_.\-]{1,64})\\*"\s*:\s*\\*"(?P<value>[^"\\]+)'), -1),
-    (re.compile(r"'(?P<key>[A-Za-z0-9_.\-]{1,64})'\s*:\s*'(?P<value>[^'\\]+)"), -1),
-    (re.compile(r"(?P<key>[A-Za-z0-9_.\-]{1,64})=(?P<value>[^\s&\"',;)\]}]+)"), 0),
-    (re.compile(r"(?P<key>[A-Za-z0-9_.\-]{1,64}) ?= ?\\*(?P<q>['\"])(?P<value>[^'\"\\]+)"), 0),
-    (
-        # An authorization scheme's name is not its secret: the patterns mask its token.
-        re.compile(
-            r"(?P<key>[A-Za-z0-9_.\-]{1,64}):[ \t]*(?!(?:[Bb]earer|Basic)\s)"
-            r"(?P<value>[^\s&\"',;)\]}]+)"
-        ),
-        0,
-    ),
+# `TOKEN="…"` in a shell line), or a log or YAML line (`password: …`). Each is tried where a
+# secret key's name starts (where its characters do, after any escape sequence:
+# `\u003epassword=`), the quoted keys one character before it. An unquoted value runs through
+# a mask in it (`password: <[REDACTED]>`, a known secret inside): the whole value goes, once.
+_KEY = r"(?P<key>[A-Za-z0-9_.\-]{1,64})"
+_QUOTED_VALUE = r'(?:[^"\\]|\\.)+'  # to the closing quote, escapes included
+_SINGLE_QUOTED_VALUE = r"(?:[^'\\]|\\.)+"
+_ESCAPED_QUOTED_VALUE = r'[^"\\]+'  # to the first backslash: the closing quote is escaped
+_ASSIGNED_VALUE = r"[^'\"\\]+"
+_UNQUOTED_CHAR = r"[^\s&\"',;)\]}]"
+# Each kind of value above, for what a rule leaves of a secret it masked a part of
+# (`secret_forms.leftovers`): where it stops in a secret's spelling, the rest is left.
+_VALUES = tuple(
+    re.compile(value)
+    for value in (
+        _QUOTED_VALUE,
+        _SINGLE_QUOTED_VALUE,
+        _ESCAPED_QUOTED_VALUE,
+        _ASSIGNED_VALUE,
+        _UNQUOTED_CHAR + "+",
+    )
 )
+
+
+@lru_cache(maxsize=8)
+def _embedded(mask: str) -> tuple[tuple[re.Pattern[str], int, bool], ...]:
+    """The key/value rules for values masked with `mask`: (pattern, where it starts from the
+    key, whether its value may hold escape sequences)."""
+    unquoted = f"(?:{re.escape(mask)}|{_UNQUOTED_CHAR})+"
+    return (
+        (re.compile(rf'"{_KEY}"\s*:\s*"(?P<value>{_QUOTED_VALUE})'), -1, True),
+        (re.compile(rf'"{_KEY}\\*"\s*:\s*\\*"(?P<value>{_ESCAPED_QUOTED_VALUE})'), -1, False),
+        (re.compile(rf"'{_KEY}'\s*:\s*'(?P<value>{_SINGLE_QUOTED_VALUE})"), -1, True),
+        (re.compile(rf"'{_KEY}'\s*:\s*\"(?P<value>{_QUOTED_VALUE})"), -1, True),
+        (re.compile(rf"{_KEY}=(?P<value>{unquoted})"), 0, False),
+        (re.compile(rf"{_KEY} ?= ?\\*(?P<q>['\"])(?P<value>{_ASSIGNED_VALUE})"), 0, False),
+        (
+            # An authorization scheme's name is not its secret: the patterns mask its token.
+            re.compile(rf"{_KEY}:[ \t]*(?!(?:[Bb]earer|Basic)\s)(?P<value>{unquoted})"),
+            0,
+            False,
+        ),
+    )
+
+
+def _unescaped(value: str) -> str:
+    """A quoted value as the string it stands for (`pa\\"ss` is `pa"ss`), when it reads as
+    JSON string text: what is learned, so that its every spelling is masked from then on."""
+    if "\\" not in value:
+        return value
+    try:
+        decoded = json.loads(f'"{value}"')
+    except ValueError:
+        return value
+    return decoded if isinstance(decoded, str) else value
+
+
 _KEY_CHARS = string.ascii_letters + string.digits + "_.-"  # what `key` above is made of
 # Where text was cut before it reached the redactor: the runtime's truncation marker (also as
 # it looks inside JSON text), or a bare ellipsis after a head or before a tail.
@@ -173,8 +222,6 @@ _AFTER_ESCAPE = 8_192  # the longest match looked for right after an escape sequ
 # a word and `_` or `-` (`run_3f9a…`, `req-…`).
 _HEX_ID = re.compile(r"(?:[A-Za-z]+[_-])?(?:[0-9a-f]+(?:-[0-9a-f]+)*|[0-9A-F]+(?:-[0-9A-F]+)*)")
 # One JSON scalar (string, number, literal), in document order: what a rewrite replaces.
-# What JSON text escapes: a known secret holding one of these is not verbatim in a document.
-_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 # orjson options under which it dumps only what `Redactor.value` passes through unchanged
 # (everything else raises TypeError and takes the full path).
 _NATIVE_ONLY = (
@@ -254,6 +301,7 @@ class Redactor:
         self._end_hints = compiled.end_hints
         self._hint_pattern = compiled.hint_pattern
         self._literals = compiled.literals
+        self._known_groups = compiled.known_groups
         self._secrets = compiled.secrets
         self._triggers = compiled.triggers
         self._tells = compiled.tells
@@ -337,6 +385,13 @@ class Redactor:
             if secret:
                 found.append(os.fsdecode(value))
         return found
+
+    def spelled(self, values: Iterable[str]) -> tuple[str, ...]:
+        """What these values (secrets) can be met as in text this redactor masks: each one's
+        spellings (`secret_forms`), and the mask followed by what a key-value rule left of
+        one. A text holding none of them holds none of the values."""
+        spelled, left = _forms([v for v in values if len(v) >= _MIN_ENV_SECRET_CHARS])
+        return (*spelled, *(self.rules.mask + rest for rest in left))
 
     def is_secret_key(self, key: str) -> bool:
         known = self._key_cache.get(key)
@@ -539,16 +594,17 @@ class Redactor:
             key_start = after_escape(
                 text, hint_start - len(before) + len(before.rstrip(_KEY_CHARS))
             )
-            for pattern, offset in _EMBEDDED:
+            for pattern, offset, escaped in _embedded(mask):
                 at = key_start + offset
                 found = pattern.match(text, at) if at >= 0 else None
                 if (
                     found is not None
                     and found.end("key") >= hint_end
-                    and not text.startswith(mask, found.start("value"))  # masked already
+                    and found.group("value") != mask  # masked already
                     and self.is_secret_key(found.group("key"))
                 ):
-                    self._learn(found.group("value"))
+                    value = found.group("value")
+                    self._learn(_unescaped(value) if escaped else value)
                     spans.append(widened(text, *found.span("value")))
                     done = found.end()
                     break
@@ -624,7 +680,7 @@ class Redactor:
             span = match.span(secret)
         else:
             span = match.span()
-        if int(name[1:] or 0) >= len(self._literals):  # a pattern's, not a known value
+        if int(name[1:] or 0) >= self._known_groups:  # a pattern's, not a known value
             self._learn(match.string[span[0] : span[1]])
         return span
 
@@ -729,7 +785,8 @@ class _CompiledRules:
     # left out (`apikey` ends a word only where `key` does).
     end_hints: tuple[str, ...]
     hint_pattern: re.Pattern[str]
-    literals: tuple[str, ...]  # longest first
+    literals: tuple[str, ...]  # each known value's spellings, longest first
+    known_groups: int  # the alternatives of `secrets` that are known values, not patterns
     secrets: re.Pattern[str]
     triggers: re.Pattern[str] | None
     tells: re.Pattern[str] | None  # what `clean` searches for (None when `triggers` is)
@@ -747,32 +804,41 @@ def _compile(
     hints = tuple(sorted({words[-1] for words in key_rules}))
     end_hints = tuple(h for h in hints if not any(o != h and h.endswith(o) for o in hints))
     hint_pattern = re.compile("|".join(map(re.escape, hints)) or r"(?!)", re.IGNORECASE)
-    literal = sorted((v for v in values if len(v) >= _MIN_ENV_SECRET_CHARS), key=len)
-    literals = tuple(reversed(literal))  # longest first
-    secrets = _one_pattern([re.escape(v) for v in literals], list(rules.patterns))
+    known = [v for v in values if len(v) >= _MIN_ENV_SECRET_CHARS]
+    # A known value is searched for in every spelling it can be met in (JSON-escaped, twice,
+    # `\u` escapes), and what a key-value rule left of it after a mask: all in one pass.
+    literals, left = _forms(known)
+    alternatives = [re.escape(v) for v in literals]
+    if left:
+        rest = "|".join(map(re.escape, left))
+        alternatives.append(f"{re.escape(rules.mask)}(?:{rest})+")  # repeated: idempotent
+    secrets = _one_pattern(alternatives, list(rules.patterns))
     groups = [_DEFAULT_TRIGGERS.get(p) for p in rules.patterns]
-    known = (*literal, *(t for group in groups if group for t in group))
+    found = (*literals, *(rules.mask + rest for rest in left))
+    starts = (*found, *(t for group in groups if group for t in group))
     # None: a pattern we know nothing about, so the full regex always runs.
-    triggers = re.compile("|".join(re.escape(t) for t in known)) if all(groups) and known else None
+    triggers = re.compile("|".join(map(re.escape, starts))) if all(groups) and starts else None
     tells = None
     told: tuple[str, ...] = ()
     if triggers is not None:
-        told = (*literal, *(t for p in rules.patterns for t in _DEFAULT_TELLS[p]))
-        tells = re.compile("|".join(re.escape(t) for t in told))
-    # `clean` reads JSON text, where `"`, `\\` and control characters are escaped: a known
-    # secret holding one might not be found there verbatim, so then it never answers yes.
-    scannable = not any(_JSON_ESCAPED.search(v) for v in literals) and (
-        triggers is not None or (not rules.patterns and not literals)
-    )
-    # A hint is read with the character after it; a trigger or a cut mark whole.
+        # `clean` reads JSON text, where each spelling can be escaped once more.
+        told = (
+            *spellings(known, depth=3),
+            *(rules.mask + rest for rest in spellings(left, depth=1)),
+            *(t for p in rules.patterns for t in _DEFAULT_TELLS[p]),
+        )
+        tells = re.compile("|".join(map(re.escape, told)))
+    scannable = triggers is not None or (not rules.patterns and not literals)
+    # A hint is read with the character after it; a trigger, a tell or a cut mark whole.
     tell_lengths = (len(t) for p in rules.patterns for t in _DEFAULT_TELLS.get(p, ()))
-    reach = max((len(t) for t in (*known, *_ELLIPSES)), default=0)
+    reach = max((len(t) for t in (*starts, *told, *_ELLIPSES)), default=0)
     reach = max((reach, *tell_lengths, *(len(h) + 1 for h in hints)))
     return _CompiledRules(
         hints,
         end_hints,
         hint_pattern,
         literals,
+        len(alternatives),
         secrets,
         triggers,
         tells,
@@ -917,13 +983,20 @@ def _encoded(value: Any, *, ascii_only: bool) -> str:
     return json.dumps(value, ensure_ascii=ascii_only)
 
 
-def _one_pattern(literals: list[str], patterns: list[str]) -> re.Pattern[str]:
-    """Every secret value and pattern as one alternation: one pass over each string.
+def _forms(values: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The spellings of these secret values, and what the key-value rules (`_VALUES`) can
+    leave of one after masking its first part (see `secret_forms`)."""
+    return spellings(values), leftovers(values, _VALUES)
+
+
+def _one_pattern(known: list[str], patterns: list[str]) -> re.Pattern[str]:
+    """Every secret value (`known`: regexes of their spellings) and pattern as one
+    alternation: one pass over each string.
 
     Alternative i is the group `p{i}`; a pattern's `secret` group becomes `sp{i}`.
     """
-    parts = [f"(?P<p{i}>{literal})" for i, literal in enumerate(literals)]
-    for index, pattern in enumerate(patterns, start=len(literals)):
+    parts = [f"(?P<p{i}>{value})" for i, value in enumerate(known)]
+    for index, pattern in enumerate(patterns, start=len(known)):
         re.compile(pattern)  # a bad extra regex fails here, naming itself
         parts.append(f"(?P<p{index}>{pattern.replace('(?P<secret>', f'(?P<sp{index}>')})")
     return re.compile("|".join(parts)) if parts else re.compile(r"(?!)")

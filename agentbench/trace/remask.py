@@ -30,12 +30,9 @@ masked again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from agentbench.trace import _json
 from agentbench.trace.redact import RedactionRules, Redactor
@@ -49,19 +46,6 @@ _COLUMNS = {
     for name, record in RECORDS.items()
     if name != "llm_calls"
 }
-
-
-def spellings(secrets: Iterable[str]) -> tuple[str, ...]:
-    """Each secret as it is written in text, in JSON text, and in JSON text inside JSON text
-    (escaped once more), with non-ASCII characters as they are and as `\\u` escapes."""
-    found: set[str] = set()
-    for secret in secrets:
-        forms = {secret}
-        for _ in range(2):
-            forms |= {orjson.dumps(f).decode()[1:-1] for f in forms}
-            forms |= {json.dumps(f)[1:-1] for f in forms}
-        found |= forms
-    return tuple(sorted(found, key=len, reverse=True))
 
 
 @dataclass
@@ -84,7 +68,9 @@ class Remasker:
     _requests: dict[tuple[str, str], _Requests] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._spelled = spellings(self.secrets)
+        # A row stored before the whole of a secret was known may hold what a key-value rule
+        # left of it after a mask (`my password: [REDACTED] horse battery staple`) too.
+        self._spelled = self.masker.spelled(self.secrets)
 
     @classmethod
     def of(cls, redactor: Redactor) -> Remasker:
