@@ -20,8 +20,9 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-# C0 controls but newline and tab, DEL, and C1 controls.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 controls but newline and tab, DEL, and C1 controls; and a lone surrogate (half an emoji),
+# which no terminal's encoding can write: printed raw, it failed the command.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def escaped(text: str) -> str:

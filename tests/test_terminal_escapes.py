@@ -43,6 +43,13 @@ def test_escaped_writes_every_control_character_as_its_escape() -> None:
     assert not CONTROL.search(escaped(every))
 
 
+def test_half_an_emoji_is_printed_as_its_escape_not_a_failed_command() -> None:
+    """No terminal's encoding can write a lone surrogate: printed raw it raised
+    UnicodeEncodeError, and the command ended in 'this is a bug'."""
+    assert escaped("cut \ud83d, whole \U0001f600") == "cut \\ud83d, whole \U0001f600"
+    escaped("cut \ud83d").encode("utf-8")  # writable now
+
+
 def _echo(request: dict[str, Any]) -> str:
     return f"You said: {request['messages'][-1]['content']}"
 
