@@ -64,7 +64,7 @@ RUNTIME = [
     Mutation(
         "repeat-key-ignores-arguments",
         f"{RT}/tool_calls.py",
-        "key = (tool.name, orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode())",
+        "key = (tool.name, encoded.decode())",
         'key = (tool.name, "")',
         "calls to one tool with different arguments count as repeats",
         (
