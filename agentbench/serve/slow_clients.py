@@ -15,6 +15,7 @@ connection (with a 408 when some of them came).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import h11
@@ -105,17 +106,17 @@ class _Guarded(H11Protocol):
         self.transport.close()
 
     def _answer_late(self, send: Any) -> None:
-        try:
-            headers = [
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"connection", b"close"),
-                (b"content-length", str(len(_LATE)).encode()),
-            ]
+        headers = [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"connection", b"close"),
+            (b"content-length", str(len(_LATE)).encode()),
+        ]
+        # Where h11 will not answer in the connection's state (a response already begun), the
+        # close that follows is the whole answer.
+        with contextlib.suppress(h11.LocalProtocolError):
             for event in (
                 h11.Response(status_code=408, headers=headers, reason=b"Request Timeout"),
                 h11.Data(data=_LATE),
                 h11.EndOfMessage(),
             ):
                 self.transport.write(send(event))
-        except h11.LocalProtocolError:
-            pass  # h11 will not answer in this state: closing says enough
