@@ -22,6 +22,8 @@ looked for, so the import can say why the run cannot be replayed.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -456,13 +458,21 @@ def call_content(span: Span, logs: list[LogRecord]) -> CallContent:
     """The span's request and response, from whichever form carries them; SpanContentError
     naming the span when what it carries has a shape no form has (a message that is a number,
     a token count that is a word)."""
-    try:
+    with read_from(span, "its message content"):
         return _call_content(span, logs)
+
+
+@contextmanager
+def read_from(span: Span, what: str) -> Iterator[None]:
+    """A value of the wrong shape met while reading `what` of `span` (a message that is a
+    number, a token count that is a word) as one SpanContentError naming the span."""
+    try:
+        yield
     except SpanContentError:
         raise
     except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
         raise SpanContentError(
-            f"{span.where}: its message content cannot be read ({one_line(exc, 160)})"
+            f"{span.where}: {what} cannot be read ({one_line(exc, 160)})"
         ) from None
 
 

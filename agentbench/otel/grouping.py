@@ -18,10 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbench.errors import one_line
 from agentbench.otel import bounded_json
 from agentbench.otel import conventions as c
-from agentbench.otel.content import CallContent, SpanContentError, call_content
+from agentbench.otel.content import CallContent, call_content, read_from
 from agentbench.otel.otlp_json import LogRecord, Span
 from agentbench.runtime.tools import ResultKind, ToolResult
 
@@ -174,14 +173,8 @@ def _depth(run: ImportedRun) -> int:
 
 def _tool(span: Span) -> ImportedTool:
     """The tool call a span records; SpanContentError naming the span when it cannot be read."""
-    try:
+    with read_from(span, "its tool call"):
         return _read_tool(span)
-    except SpanContentError:
-        raise
-    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
-        raise SpanContentError(
-            f"{span.where}: its tool call cannot be read ({one_line(exc, 160)})"
-        ) from None
 
 
 def _read_tool(span: Span) -> ImportedTool:
