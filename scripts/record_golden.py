@@ -44,6 +44,8 @@ POLICIES = {
     "reference-negative-controls": "golden.negative_controls.reference",
     "reference-resilience": "golden.resilience.reference",
     "reference-resilience-backup": "golden.resilience.reference",
+    "reference-bank": "golden.pydantic_ai_agent.reference",
+    "reference-helpdesk": "golden.openai_agents.reference",
 }
 
 
