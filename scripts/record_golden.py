@@ -46,6 +46,8 @@ POLICIES = {
     "reference-resilience-backup": "golden.resilience.reference",
     "reference-bank": "golden.pydantic_ai_agent.reference",
     "reference-helpdesk": "golden.openai_agents.reference",
+    "reference-openai-sdk": "golden.openai_sdk.reference",
+    "reference-langgraph": "golden.langgraph_agent.reference",
 }
 
 
