@@ -78,11 +78,28 @@ def render(
         if listed.drifted_count > MAX_LISTED:
             lines.append(f"  … and {listed.drifted_count - MAX_LISTED} more")
     lines.extend(_expected(listed.expected, verdict))
+    lines.extend(_skipped(run.outcomes))
     for error in run.suite_errors:
         lines.append(f"suite error: {error}")
     lines.append("")
     lines.append(f"results: {store_path} (eval {run.eval_id})")
     return "\n".join(lines)
+
+
+def _skipped(outcomes: Iterable[TrialOutcome]) -> list[str]:
+    """The skipped trials, one line per reason (a suite whose framework is not installed
+    skips all its cases for one reason)."""
+    reasons: dict[str, list[str]] = {}
+    for outcome in outcomes:
+        if outcome.status == "skipped":
+            reasons.setdefault(outcome.error or "skipped", []).append(
+                f"{outcome.suite}/{outcome.case_id}"
+            )
+    lines = []
+    for reason, cases in reasons.items():
+        named = ", ".join(cases[:3]) + (f" and {len(cases) - 3} more" if len(cases) > 3 else "")
+        lines += ["", f"skipped ({len(cases)}): {named}: {reason}"]
+    return lines
 
 
 def _expected(expected: list[TrialOutcome], verdict: Any) -> list[str]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentbench.boundary.target import CallableTarget
 from agentbench.errors import AgentbenchError, UsageError
 from agentbench.evals.compare_text import describe_divergence
 from agentbench.evals.stats import divergence_verdict
@@ -70,7 +71,7 @@ class CasePlan:
 
     suite: str
     case_id: str
-    agent: Agent
+    agent: Agent | CallableTarget
     turns: list[str | list[dict[str, Any]]]
     context: Context | dict[str, Any] | None
     cassette: Path
@@ -233,7 +234,7 @@ class CaseRun:
         return total
 
 
-def _model_for(plan: CasePlan) -> tuple[ChatModel, Cassette | None]:
+def model_for(plan: CasePlan) -> tuple[ChatModel, Cassette | None]:
     """The model a trial talks to: the cassette, a live endpoint, or both (new episodes)."""
     mode = plan.record_mode
     exists = plan.cassette.is_file()
@@ -303,8 +304,17 @@ def _history(previous: RunResult | None, turn: str | list[dict[str, Any]]) -> An
 async def run_case(plan: CasePlan) -> CaseRun:
     """Run every turn of the case; never scores, never raises for the agent's own failures
     (a live model's infrastructure failure is not the agent's: LiveModelError)."""
+    if isinstance(plan.agent, CallableTarget):  # the user's own function: served over HTTP
+        from agentbench.evals.boundary_case import run_boundary_case
+
+        return await run_boundary_case(plan)
+    return await _run_agent_case(plan)
+
+
+async def _run_agent_case(plan: CasePlan) -> CaseRun:
+    """`run_case` for an agentbench Agent: the runner, with the model and tools replayed."""
     existed = plan.cassette.is_file()
-    model, cassette = _model_for(plan)
+    model, cassette = model_for(plan)
     recorded_tools = cassette.info.get("tool_results", ()) if cassette else ()
     requests = (i.request for i in cassette.interactions) if cassette else ()
     policies = plan.tools
@@ -364,7 +374,7 @@ async def run_case(plan: CasePlan) -> CaseRun:
     if failure is not None:
         raise LiveModelError(
             f"case {plan.case_id!r}: the live model failed, so this trial says nothing about "
-            f"the code ({failure}); {_left_as_it_was(plan.cassette, existed)}"
+            f"the code ({failure}); {left_as_it_was(plan.cassette, existed)}"
         )
     if isinstance(model, ReplayModel):
         events = [event for turn in outcome.turns for event in turn.all_events]
@@ -375,11 +385,11 @@ async def run_case(plan: CasePlan) -> CaseRun:
         outcome.unanswered = list(model.unanswered)
     if cassette is not None and "trajectory" in cassette.info:
         outcome.recorded = [Step.from_dict(s) for s in cassette.info["trajectory"]]
-    outcome.recorded_to = _save(plan, model, outcome, existed=existed)
+    outcome.recorded_to = save_recording(plan, model, outcome, existed=existed)
     return outcome
 
 
-def _left_as_it_was(path: Path, existed: bool) -> str:
+def left_as_it_was(path: Path, existed: bool) -> str:
     if existed:
         return f"its cassette {path} was left as it was"
     return f"no cassette was written to {path}"
@@ -390,7 +400,9 @@ def writes_cassette(mode: RecordMode, *, existed: bool) -> bool:
     return mode is RecordMode.ALL or (mode is RecordMode.ONCE and not existed)
 
 
-def _save(plan: CasePlan, model: ChatModel, outcome: CaseRun, *, existed: bool) -> Path | None:
+def save_recording(
+    plan: CasePlan, model: ChatModel, outcome: CaseRun, *, existed: bool
+) -> Path | None:
     """Write what went to a live model, as the record mode says: a fresh recording, or calls
     beyond the old one."""
     if not plan.record:

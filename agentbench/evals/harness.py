@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import importlib.util
 import operator
 import os
 import uuid
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from agentbench.boundary.target import CallableTarget
 from agentbench.errors import AgentbenchError, UsageError, one_line
 from agentbench.evals import results_store
 from agentbench.evals.case_files import CaseBrief
@@ -157,21 +159,46 @@ def missing_live_model(model: Any, options: HarnessOptions) -> str | None:
     return None
 
 
-def agent_for(suite: Any, agent: Agent | None = None) -> Agent:
+def agent_for(suite: Any, agent: Agent | None = None) -> Agent | CallableTarget:
     """The suite's agent (or `agent`, when one is given in its place, as `agentbench replay
-    --agent` does) with the suite's `model.settings` as its model settings."""
+    --agent` does) with the suite's `model.settings` as its model settings; a plain function
+    is a boundary target (its model calls recorded and replayed over HTTP)."""
     loaded = suite.load_object(suite.agent, what="agent") if agent is None else agent
     if not isinstance(loaded, Agent):
-        raise UsageError(
-            f"{suite.where('agent')}agent {suite.agent!r} is a {type(loaded).__name__}, "
-            "not an agentbench Agent"
-        )
+        model = suite.model.name if suite.model else None
+        return CallableTarget.of(loaded, where=suite.where("agent"), model=model)
     settings = suite.model.settings if suite.model else None
     if settings is not None and settings.model_fields_set:
         # The suite's settings apply to its entry agent; a shallow copy keeps the original.
         loaded = copy.copy(loaded)
         loaded.model_settings = settings
     return loaded
+
+
+def missing_requirements(suite: Any) -> str | None:
+    """Why the suite cannot run here (a module its agent needs is not installed), or None."""
+    missing = [name for name in getattr(suite, "requires", ()) or () if not _installed(name)]
+    if not missing:
+        return None
+    names = ", ".join(missing)
+    return (
+        f"suite {suite.name!r} needs {names}, not installed here (pip install "
+        "'agentbench[frameworks]' for the frameworks the shipped suites use)"
+    )
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that is missing or broken
+        return False
+
+
+@dataclass(frozen=True)
+class SkippedSuite:
+    """Stands for the agent of a suite that cannot run here: each case is skipped with why."""
+
+    reason: str
 
 
 def run_setup(suite: Any) -> None:
@@ -319,8 +346,12 @@ class Harness:
         results_store.start_eval(self.store, run, suites, options, planned=len(planned))
         self.eval_started = True
         self._writer = results_store.ResultWriter(self.store, eval_id)
-        agents: dict[str, Agent | None] = {}
+        agents: dict[str, Agent | CallableTarget | SkippedSuite | None] = {}
         for suite in suites:
+            skip = missing_requirements(suite)
+            if skip is not None:
+                agents[suite.name] = SkippedSuite(skip)
+                continue
             try:
                 # Setup first: it builds what the agent's module may open when imported.
                 run_setup(suite)
@@ -406,6 +437,8 @@ class Harness:
         redact = self.redactor
         if case.skip:
             return TrialOutcome(**base, status="skipped", score=0.0, error=redact.text(case.skip))
+        if isinstance(agent, SkippedSuite):
+            return TrialOutcome(**base, status="skipped", score=0.0, error=agent.reason)
         options = self.options
         cassette = suite.cassette_for(case)
         plan = CasePlan(

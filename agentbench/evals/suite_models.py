@@ -172,7 +172,13 @@ class Suite(BaseModel):
     agent: str = Field(
         json_schema_extra={"pattern": REFERENCE_PATTERN},
         description="The agent: module:attribute importable from the repository root, or "
-        "file.py:attribute in the suite folder.",
+        "file.py:attribute in the suite folder. An agentbench Agent, or any function "
+        "fn(input, target) whose model calls go to target.base_url (a boundary target).",
+    )
+    requires: list[str] = Field(
+        default_factory=list,
+        description="Modules the agent needs (e.g. agents, langgraph): when one is not "
+        "installed, the suite's cases are skipped with the reason, not failed.",
     )
     model: SuiteModel | None = Field(None, description="The model the agent runs on live.")
     judge: str | None = Field(None, description="Model name for llm_judge expectations.")

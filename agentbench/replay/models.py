@@ -99,6 +99,9 @@ class Drift:
 
 
 def _endpoint(model: ChatModel) -> str:
+    uri = getattr(model, "call_uri", None)  # a model that knows the API path it was called at
+    if uri:
+        return str(uri)
     base = getattr(model, "endpoint", None)
     return (
         f"{str(base).rstrip('/')}/chat/completions"

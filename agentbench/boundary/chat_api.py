@@ -1,0 +1,87 @@
+"""The OpenAI Chat Completions API at the boundary: requests normalized, answers rendered.
+
+A chat request is already the shape agentbench compares, so normalizing it only takes out
+what says how to deliver the answer rather than what is asked (`stream`, `stream_options`: the
+same agent may stream in one code path and not in another) and re-dumps the tool-call
+arguments the agent sends back as compact JSON: frameworks parse the model's arguments and
+serialize them again (LangGraph, pydantic-ai), and spacing is not behaviour.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from agentbench.runtime.completions import (
+    STREAM_OBJECT,
+    completion_body,
+    parse_completion,
+    parse_sse,
+    parse_stream,
+    sse_text,
+    stream_chunks,
+)
+from agentbench.runtime.models import ChatResponse
+
+PATH = "/chat/completions"
+# Keys that choose how the answer is delivered, not what is asked.
+TRANSPORT_KEYS = ("stream", "stream_options")
+
+
+def normalize_request(body: dict[str, Any]) -> dict[str, Any]:
+    """The request as agentbench compares it (see the module docstring)."""
+    normalized = {k: v for k, v in body.items() if k not in TRANSPORT_KEYS}
+    messages = normalized.get("messages")
+    if isinstance(messages, list):
+        normalized["messages"] = [_message(m) for m in messages]
+    return normalized
+
+
+def _message(message: Any) -> Any:
+    if not isinstance(message, dict) or not message.get("tool_calls"):
+        return message
+    calls = message["tool_calls"]
+    if not isinstance(calls, list):
+        return message
+    return {**message, "tool_calls": [_call(c) for c in calls]}
+
+
+def _call(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+        return call
+    return {**call, "function": {**function, "arguments": compact_json(function["arguments"])}}
+
+
+def compact_json(text: str) -> str:
+    """JSON text re-dumped compactly, keys in their order; text that is not JSON as it is."""
+    try:
+        return orjson.dumps(orjson.loads(text)).decode()
+    except orjson.JSONDecodeError:
+        return text
+
+
+def render(
+    response: ChatResponse, model: str, *, stream: bool, include_usage: bool
+) -> tuple[str, bytes]:
+    """The answer as the client asked for it: (content type, body). A recorded body of the
+    same kind is served as it was recorded (its ids, its chunking)."""
+    raw = response.raw
+    if stream:
+        if raw is not None and raw.get("object") == STREAM_OBJECT:
+            chunks = raw["chunks"]
+        else:
+            chunks = list(stream_chunks(response, model, include_usage=include_usage))
+        return "text/event-stream", sse_text(chunks).encode()
+    if raw is not None and raw.get("object") == "chat.completion":
+        return "application/json", orjson.dumps(raw)
+    return "application/json", orjson.dumps(completion_body(response, model))
+
+
+def parse_answer(content_type: str, body: bytes, request: dict[str, Any]) -> ChatResponse:
+    """A live endpoint's answer (JSON or an event stream) as a ChatResponse, raw kept."""
+    text = body.decode("utf-8", errors="replace")
+    if content_type.startswith("text/event-stream"):
+        return parse_stream(parse_sse(text), None, request)
+    return parse_completion(orjson.loads(body), request)

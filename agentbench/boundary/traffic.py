@@ -1,0 +1,255 @@
+"""A boundary target's events, derived from its model traffic.
+
+The runtime emits typed events as it works; a boundary target's framework emits none that
+agentbench can read, but every decision it makes crosses the model API: the request says
+what the model was shown (and carries the results of the tools it asked for last time), the
+answer says which tools it asks for now. So each turn becomes one run of the same events an
+agentbench `Agent` gives — `run_started`, per model call `model_request` / `model_response`,
+per tool result sent back `tool_started` / `tool_finished`, `handoff`, `run_finished` — and
+everything above the target (trajectory, drift, scorers, stores, reports) reads them unchanged.
+
+Which agent a request belongs to is read from what it shows the model: its system prompt
+and tool list. A request whose pair was seen before belongs to that agent again (a sub-agent
+called as a tool, then its caller resuming); a new pair is a new agent, named by the
+`transfer_to_NAME` tool call the previous agent made (the OpenAI Agents SDK's handoff tools),
+which is then a `handoff` event, or else `<function>.<n>`. What a framework decides without
+the model (a guard it ran, what its memory dropped) never crosses the wire and is not here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from agentbench.errors import RecordingError
+from agentbench.runtime.events import (
+    ErrorInfo,
+    Handoff,
+    Hook,
+    ModelRequest,
+    ModelResponse,
+    RunFinished,
+    RunStarted,
+    StopReason,
+    ToolFinished,
+    ToolStarted,
+    notify,
+)
+from agentbench.runtime.models import ChatResponse, ToolCall, Usage
+from agentbench.runtime.run_state import RunResult, new_run_id
+from agentbench.runtime.tools import ToolResult
+
+HANDOFF_PREFIX = "transfer_to_"
+
+
+def shown_to_model(request: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """Who a request is from: its system prompt and the names of the tools it offers."""
+    system = ""
+    for message in request.get("messages") or ():
+        if isinstance(message, dict) and message.get("role") in ("system", "developer"):
+            system = _text(message.get("content"))
+            break
+    names = []
+    for tool in request.get("tools") or ():
+        if isinstance(tool, dict):
+            function = tool.get("function")
+            name = function.get("name") if isinstance(function, dict) else tool.get("name")
+            names.append(str(name or tool.get("type") or ""))
+    return system, tuple(sorted(names))
+
+
+def _text(content: Any) -> str:
+    """A message's content as text: a string as it is, content parts' texts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text") or "") for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
+
+
+def result_data(content: Any) -> Any:
+    """A tool result as sent back: JSON (an object or a list) as data, anything else as text."""
+    text = _text(content)
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return text
+    return text
+
+
+def _arguments(call: ToolCall) -> dict[str, Any]:
+    try:
+        parsed = orjson.loads(call.arguments or "{}")
+    except orjson.JSONDecodeError:
+        return {"arguments": call.arguments}
+    return parsed if isinstance(parsed, dict) else {"arguments": parsed}
+
+
+class TurnTraffic:
+    """The events of one turn, made as its model calls happen and handed to `hooks` (the
+    trace store's recorder first) in order."""
+
+    def __init__(
+        self,
+        name: str,
+        turn_input: Any,
+        *,
+        model: str,
+        context: dict[str, Any],
+        hooks: Sequence[Hook],
+        agents: dict[tuple[str, tuple[str, ...]], str] | None = None,
+    ) -> None:
+        self.name = name
+        self.run_id = new_run_id()
+        self.hooks = list(hooks)
+        self.events: list[Any] = []
+        self.failures: list[str] = []  # hooks that raised (the run goes on)
+        self.unkept: list[RecordingError] = []  # what the store could not keep
+        # Agents by what they show the model, shared by the turns of a case.
+        self.agents = agents if agents is not None else {}
+        self.agent = name
+        self.step = 0
+        self.usage = Usage()
+        self._asked: dict[str, tuple[ToolCall, str, int]] = {}  # call id -> (call, agent, step)
+        self._last_calls: list[ToolCall] = []
+        self._started = time.perf_counter()
+        self._first = RunStarted(
+            run_id=self.run_id,
+            seq=0,
+            agent=name,
+            input=turn_input,
+            model=model,
+            context={"session": context} if context else {},
+        )
+
+    async def start(self) -> None:
+        await self._emit(self._first)
+
+    async def request(self, request: dict[str, Any]) -> int:
+        """A model request arrived: the tool results it carries, a change of agent, then the
+        request itself. Returns the step it is."""
+        await self._results_sent_back(request)
+        await self._switch_agent(shown_to_model(request))
+        self.step += 1
+        await self._emit(
+            ModelRequest(
+                run_id=self.run_id,
+                seq=len(self.events),
+                agent=self.agent,
+                step=self.step,
+                request=request,
+            )
+        )
+        return self.step
+
+    async def response(self, step: int, agent: str, response: ChatResponse) -> None:
+        self.usage = self.usage + response.usage
+        for call in response.tool_calls:
+            self._asked[call.id] = (call, agent, step)
+        self._last_calls = list(response.tool_calls)
+        await self._emit(
+            ModelResponse(
+                run_id=self.run_id,
+                seq=len(self.events),
+                agent=agent,
+                step=step,
+                response=response,
+            )
+        )
+
+    async def finish(self, output: Any, error: BaseException | None) -> RunResult:
+        duration = (time.perf_counter() - self._started) * 1000
+        info = None
+        if error is not None:
+            info = ErrorInfo(type=type(error).__name__, message=str(error), step=self.step)
+        finished = RunFinished(
+            run_id=self.run_id,
+            seq=len(self.events),
+            agent=self.agent,
+            stop_reason=StopReason.ERROR if error is not None else StopReason.COMPLETED,
+            output=None if error is not None else output,
+            error=info,
+            usage=self.usage,
+            iterations=self.step,
+            duration_ms=duration,
+        )
+        await self._emit(finished)
+        return RunResult(
+            run_id=self.run_id,
+            agent=self.name,
+            output=finished.output,
+            stop_reason=finished.stop_reason,
+            messages=[],
+            usage=self.usage,
+            events=self.events,
+            iterations=self.step,
+            duration_ms=duration,
+            error=info,
+            hook_errors=self.failures,
+        )
+
+    async def _results_sent_back(self, request: dict[str, Any]) -> None:
+        for message in request.get("messages") or ():
+            if not isinstance(message, dict) or message.get("role") != "tool":
+                continue
+            asked = self._asked.pop(str(message.get("tool_call_id")), None)
+            if asked is None:
+                continue  # answered before, or a call this turn never saw asked
+            call, agent, step = asked
+            arguments = _arguments(call)
+            base = {"run_id": self.run_id, "agent": agent, "step": step, "call_id": call.id}
+            await self._emit(
+                ToolStarted(**base, seq=len(self.events), tool=call.name, arguments=arguments)
+            )
+            await self._emit(
+                ToolFinished(
+                    **base,
+                    seq=len(self.events),
+                    tool=call.name,
+                    arguments=arguments,
+                    result=ToolResult.ok(result_data(message.get("content"))),
+                    effect="unknown",
+                )
+            )
+
+    async def _switch_agent(self, shown: tuple[str, tuple[str, ...]]) -> None:
+        known = self.agents.get(shown)
+        if not self.agents:  # the first request: the function's own agent
+            self.agents[shown] = self.agent
+            return
+        if known is not None:
+            self.agent = known
+            return
+        transfer = next(
+            (
+                c.name[len(HANDOFF_PREFIX) :]
+                for c in self._last_calls
+                if c.name.startswith(HANDOFF_PREFIX)
+            ),
+            None,
+        )
+        new = transfer or f"{self.name}.{len(self.agents) + 1}"
+        if new in self.agents.values():  # a name taken by another prompt: keep them apart
+            new = f"{new}.{len(self.agents) + 1}"
+        self.agents[shown] = new
+        if transfer is not None:
+            await self._emit(
+                Handoff(
+                    run_id=self.run_id,
+                    seq=len(self.events),
+                    agent=self.agent,
+                    step=self.step,
+                    mode="tool",
+                    from_agent=self.agent,
+                    to_agent=new,
+                )
+            )
+        self.agent = new
+
+    async def _emit(self, event: Any) -> None:
+        self.events.append(event)
+        await notify(self.hooks, event, self.failures, self.unkept)

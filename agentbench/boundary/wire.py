@@ -1,0 +1,97 @@
+"""The model APIs a boundary target may speak, each an adapter to one normalized request.
+
+Chat Completions and the Responses API (the OpenAI Agents SDK's default) are told apart by the
+path the client posts to. Each adapter turns its request into the chat-completions-shaped
+dict agentbench compares and records, renders an answer back in the client's own format
+(JSON or an event stream), and reads a live endpoint's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentbench.boundary import chat_api
+from agentbench.runtime.models import ChatResponse
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One model API at the boundary."""
+
+    name: str  # "chat" | "responses"
+    path: str  # under the base URL, e.g. "/chat/completions"
+    normalize: Callable[[dict[str, Any]], dict[str, Any]]
+    # (response, model, body the client sent, call number) -> (content type, body)
+    render: Callable[[ChatResponse, str, dict[str, Any], int], tuple[str, bytes]]
+    # (content type, body, normalized request) -> the answer
+    parse_answer: Callable[[str, bytes, dict[str, Any]], ChatResponse]
+
+
+def _render_chat(
+    response: ChatResponse, model: str, body: dict[str, Any], call: int
+) -> tuple[str, bytes]:
+    options = body.get("stream_options")
+    include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+    return chat_api.render(
+        response, model, stream=bool(body.get("stream")), include_usage=include_usage
+    )
+
+
+def _normalize_responses(body: dict[str, Any]) -> dict[str, Any]:
+    from agentbench.boundary import responses_api
+
+    return responses_api.normalize_request(body)
+
+
+def _render_responses(
+    response: ChatResponse, model: str, body: dict[str, Any], call: int
+) -> tuple[str, bytes]:
+    import orjson
+
+    from agentbench.boundary import responses_api
+
+    raw = response.raw or {}
+    if body.get("stream"):
+        if raw.get("object") == responses_api.RESPONSES_STREAM_OBJECT:
+            events = raw["events"]
+        else:
+            events = responses_api.stream_events(response, model, response_id=_response_id(call))
+        return "text/event-stream", responses_api.sse_text(events).encode()
+    if raw.get("object") == "response":
+        return "application/json", orjson.dumps(raw)
+    made = responses_api.response_body(response, model, response_id=_response_id(call))
+    return "application/json", orjson.dumps(made)
+
+
+def _response_id(call: int) -> str:
+    # Stable from run to run, so a framework that keeps response ids sees the same ones.
+    return f"resp_agentbench_{call:06d}"
+
+
+def _parse_responses(content_type: str, body: bytes, request: dict[str, Any]) -> ChatResponse:
+    import orjson
+
+    from agentbench.boundary import responses_api
+
+    if content_type.startswith("text/event-stream"):
+        events = responses_api.parse_sse(body.decode("utf-8", errors="replace"))
+        return responses_api.parse_stream(events, None, request)
+    return responses_api.parse_response(orjson.loads(body), request)
+
+
+CHAT = Wire("chat", chat_api.PATH, chat_api.normalize_request, _render_chat, chat_api.parse_answer)
+RESPONSES = Wire(
+    "responses", "/responses", _normalize_responses, _render_responses, _parse_responses
+)
+WIRES = (CHAT, RESPONSES)
+
+
+def wire_for(path: str) -> Wire | None:
+    """The API a request path (after the base URL's own path) belongs to, or None."""
+    path = path.split("?", 1)[0].rstrip("/")
+    for wire in WIRES:
+        if path.endswith(wire.path):
+            return wire
+    return None
