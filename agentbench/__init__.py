@@ -14,6 +14,8 @@ TYPE_CHECKING = False
 # agentbench` costs nothing until a name is used (the openai SDK alone takes about a second,
 # DuckDB a fifth of one), and the installed command can catch a Ctrl-C from its first line.
 _HOMES = {
+    "TargetContext": "agentbench.boundary.target",
+    "current_target": "agentbench.boundary.target",
     "AgentbenchError": "agentbench.errors",
     "InstructionsError": "agentbench.errors",
     "ModelError": "agentbench.errors",
@@ -58,6 +60,7 @@ _HOMES = {
 }
 
 if TYPE_CHECKING:
+    from agentbench.boundary.target import TargetContext, current_target
     from agentbench.errors import (
         AgentbenchError,
         InstructionsError,
@@ -147,6 +150,7 @@ __all__ = [
     "ScriptExhaustedError",
     "ScriptedModel",
     "StopReason",
+    "TargetContext",
     "Tool",
     "ToolCall",
     "ToolDefinitionError",
@@ -156,5 +160,6 @@ __all__ = [
     "Usage",
     "UsageError",
     "__version__",
+    "current_target",
     "tool",
 ]

@@ -238,3 +238,19 @@ def test_a_suite_whose_framework_is_missing_is_skipped_with_the_reason(tmp_path:
     assert code == 0, out
     assert "skipped" in out
     assert "needs not_installed_framework, not installed here" in out
+
+
+def test_settings_only_an_agentbench_agent_can_honour_are_refused(tmp_path: Path) -> None:
+    suite = write_suite(tmp_path, "weather", OPENAI_AGENT, CASES)
+    with (suite / "suite.yaml").open("a") as file:
+        file.write("tools: {default: recorded}\n")
+    code, out = offline("run", str(suite), "--db", str(tmp_path / "runs.duckdb"))
+    assert code == 2, out
+    assert "is a function (a boundary target): tools (replay policies) apply to an" in out
+
+
+def test_the_target_context_is_public() -> None:
+    import agentbench
+
+    assert agentbench.TargetContext.__module__ == "agentbench.boundary.target"
+    assert agentbench.current_target() is None  # outside a turn

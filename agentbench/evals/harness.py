@@ -165,14 +165,36 @@ def agent_for(suite: Any, agent: Agent | None = None) -> Agent | CallableTarget:
     is a boundary target (its model calls recorded and replayed over HTTP)."""
     loaded = suite.load_object(suite.agent, what="agent") if agent is None else agent
     if not isinstance(loaded, Agent):
-        model = suite.model.name if suite.model else None
-        return CallableTarget.of(loaded, where=suite.where("agent"), model=model)
+        target = CallableTarget.of(
+            loaded, where=suite.where("agent"), model=suite.model.name if suite.model else None
+        )
+        refused = agent_only_settings(suite)
+        if refused:
+            raise UsageError(
+                f"{suite.where('agent')}agent {suite.agent!r} is a function (a boundary "
+                f"target): {refused} apply to an agentbench Agent only; its framework makes "
+                "its own requests and runs its own tools, so remove them"
+            )
+        return target
     settings = suite.model.settings if suite.model else None
     if settings is not None and settings.model_fields_set:
         # The suite's settings apply to its entry agent; a shallow copy keeps the original.
         loaded = copy.copy(loaded)
         loaded.model_settings = settings
     return loaded
+
+
+def agent_only_settings(suite: Any) -> str:
+    """The keys of `suite` that only an agentbench Agent can honour, set by the suite."""
+    keys = []
+    model = suite.model
+    if model is not None and model.settings is not None and model.settings.model_fields_set:
+        keys.append("model.settings")
+    if suite.tools.model_fields_set:
+        keys.append("tools (replay policies)")
+    if getattr(suite, "serve", None):
+        keys.append("serve")
+    return " and ".join(keys)
 
 
 def missing_requirements(suite: Any) -> str | None:
