@@ -393,4 +393,8 @@ def test_the_whole_path(
 
 def test_every_shipped_suite_has_journeys() -> None:
     shipped = {p.parent.name for p in (ROOT / "golden").glob("*/suite.yaml")}
-    assert shipped == set(CHANGES)
+    # A suite whose agent is a framework's own code (a boundary target) has its journeys in a
+    # tests/test_journey_<framework>.py file of its own, which names the suite.
+    own_files = [p.read_text() for p in (ROOT / "tests").glob("test_journey_*.py")]
+    elsewhere = {suite for suite in shipped if any(f'"{suite}"' in t for t in own_files)}
+    assert shipped == set(CHANGES) | elsewhere
