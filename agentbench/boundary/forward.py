@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +90,7 @@ class WireForwarder:
         if self._api_key:
             headers["authorization"] = f"Bearer {self._api_key}"
         url = self.base_url + wire.path
+        started = time.perf_counter()
         try:
             answer = await self._client.post(url, json=body, headers=headers)
         except httpx2.TimeoutException as exc:
@@ -104,13 +106,15 @@ class WireForwarder:
             )
         content_type = answer.headers.get("content-type", "application/json")
         try:
-            return wire.parse_answer(content_type, answer.content, request)
+            response = wire.parse_answer(content_type, answer.content, request)
         except (CompletionFormatError, ValueError) as exc:
             raise ModelError(
                 f"{url} answered something that is not a {wire.name} response: {exc}",
                 status_code=answer.status_code,
                 body=text,
             ) from exc
+        # The endpoint's time, as the runtime's own client measures it (latency_budget's).
+        return response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -40,7 +40,7 @@ from agentbench.runtime.events import (
 )
 from agentbench.runtime.models import ChatResponse, ToolCall, Usage
 from agentbench.runtime.run_state import RunResult, new_run_id
-from agentbench.runtime.tools import ToolResult
+from agentbench.runtime.tools import ResultKind, ToolResult
 
 HANDOFF_PREFIX = "transfer_to_"
 
@@ -114,7 +114,8 @@ class TurnTraffic:
         self.agent = name
         self.step = 0
         self.usage = Usage()
-        self._asked: dict[str, tuple[ToolCall, str, int]] = {}  # call id -> (call, agent, step)
+        # call id -> (call, agent, step, when the model's answer asked for it)
+        self._asked: dict[str, tuple[ToolCall, str, int, float]] = {}
         self._last_calls: list[ToolCall] = []
         self._started = time.perf_counter()
         self._first = RunStarted(
@@ -148,8 +149,9 @@ class TurnTraffic:
 
     async def response(self, step: int, agent: str, response: ChatResponse) -> None:
         self.usage = self.usage + response.usage
+        answered = time.perf_counter()
         for call in response.tool_calls:
-            self._asked[call.id] = (call, agent, step)
+            self._asked[call.id] = (call, agent, step, answered)
         self._last_calls = list(response.tool_calls)
         await self._emit(
             ModelResponse(
@@ -199,7 +201,10 @@ class TurnTraffic:
             asked = self._asked.pop(str(message.get("tool_call_id")), None)
             if asked is None:
                 continue  # answered before, or a call this turn never saw asked
-            call, agent, step = asked
+            call, agent, step, answered = asked
+            # What the wire shows of a tool's time: from the answer that asked for it to the
+            # request that carried its result (calls answered together share it).
+            took = (time.perf_counter() - answered) * 1000
             arguments = _arguments(call)
             base = {"run_id": self.run_id, "agent": agent, "step": step, "call_id": call.id}
             await self._emit(
@@ -211,7 +216,11 @@ class TurnTraffic:
                     seq=len(self.events),
                     tool=call.name,
                     arguments=arguments,
-                    result=ToolResult.ok(result_data(message.get("content"))),
+                    result=ToolResult(
+                        kind=ResultKind.OK,
+                        data=result_data(message.get("content")),
+                        duration_ms=took,
+                    ),
                     effect="unknown",
                 )
             )
