@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agentbench import ToolCall
 from golden._reference import Observation, call, last_user, results_of
 
 ACCOUNT = re.compile(r"\b((?:CHK|SAV)-\d+)\b", re.I)
@@ -118,5 +119,21 @@ def _analyst(request: dict[str, Any]) -> Any:
 def respond(request: dict[str, Any]) -> Any:
     names = {t["function"]["name"] for t in request.get("tools", ())}
     if "merchant_profile" in names:
-        return _analyst(request)
-    return _desk(request)
+        # Its own prefix: the analyst's conversation runs inside the desk's, so plain counts
+        # would give two different calls of one run the same id.
+        return _pinned(request, _analyst(request), "call_fraud")
+    return _pinned(request, _desk(request), "call_desk")
+
+
+def _pinned(request: dict[str, Any], answer: Any, prefix: str) -> Any:
+    """The answer with its tool calls' ids pinned (`<prefix>_<n>`, counted through the
+    conversation): the agent sends them back in every later request, so a re-recorded
+    cassette's requests stay the same."""
+    calls = [answer] if isinstance(answer, ToolCall) else answer
+    if not (isinstance(calls, list) and calls):
+        return answer
+    seen = sum(len(m.get("tool_calls") or ()) for m in request["messages"])
+    pinned = [
+        ToolCall(c.name, c.arguments, id=f"{prefix}_{seen + n}") for n, c in enumerate(calls, 1)
+    ]
+    return pinned if isinstance(answer, list) else pinned[0]
