@@ -112,11 +112,14 @@ class TurnTraffic:
         # Agents by what they show the model, shared by the turns of a case.
         self.agents = agents if agents is not None else {}
         self.agent = name
-        self.step = 0
+        self.calls = 0  # model calls of the turn, every agent's
+        # Each agent's own steps, as each run of the runtime counts its own: a sub-agent's
+        # calls never renumber its caller's.
+        self.steps: dict[str, int] = {}
         self.usage = Usage()
         # call id -> (call, agent, step, when the model's answer asked for it)
         self._asked: dict[str, tuple[ToolCall, str, int, float]] = {}
-        self._last_calls: list[ToolCall] = []
+        self._last_calls: dict[str, list[ToolCall]] = {}  # each agent's last answer's
         self._started = time.perf_counter()
         self._first = RunStarted(
             run_id=self.run_id,
@@ -135,24 +138,25 @@ class TurnTraffic:
         request itself. Returns the step it is."""
         await self._results_sent_back(request)
         await self._switch_agent(shown_to_model(request))
-        self.step += 1
+        self.calls += 1
+        step = self.steps[self.agent] = self.steps.get(self.agent, 0) + 1
         await self._emit(
             ModelRequest(
                 run_id=self.run_id,
                 seq=len(self.events),
                 agent=self.agent,
-                step=self.step,
+                step=step,
                 request=request,
             )
         )
-        return self.step
+        return step
 
     async def response(self, step: int, agent: str, response: ChatResponse) -> None:
         self.usage = self.usage + response.usage
         answered = time.perf_counter()
         for call in response.tool_calls:
             self._asked[call.id] = (call, agent, step, answered)
-        self._last_calls = list(response.tool_calls)
+        self._last_calls[agent] = list(response.tool_calls)
         await self._emit(
             ModelResponse(
                 run_id=self.run_id,
@@ -162,12 +166,28 @@ class TurnTraffic:
                 response=response,
             )
         )
+        # A tool starts when the model asks for it: whatever the agent does to run it (a
+        # sub-agent's model calls) comes between this and the result it sends back.
+        for call in response.tool_calls:
+            await self._emit(
+                ToolStarted(
+                    run_id=self.run_id,
+                    seq=len(self.events),
+                    agent=agent,
+                    step=step,
+                    call_id=call.id,
+                    tool=call.name,
+                    arguments=_arguments(call),
+                )
+            )
 
     async def finish(self, output: Any, error: BaseException | None) -> RunResult:
         duration = (time.perf_counter() - self._started) * 1000
         info = None
         if error is not None:
-            info = ErrorInfo(type=type(error).__name__, message=str(error), step=self.step)
+            info = ErrorInfo(
+                type=type(error).__name__, message=str(error), step=self.steps.get(self.agent)
+            )
         finished = RunFinished(
             run_id=self.run_id,
             seq=len(self.events),
@@ -176,7 +196,7 @@ class TurnTraffic:
             output=None if error is not None else output,
             error=info,
             usage=self.usage,
-            iterations=self.step,
+            iterations=self.calls,
             duration_ms=duration,
         )
         await self._emit(finished)
@@ -188,7 +208,7 @@ class TurnTraffic:
             messages=[],
             usage=self.usage,
             events=self.events,
-            iterations=self.step,
+            iterations=self.calls,
             duration_ms=duration,
             error=info,
             hook_errors=self.failures,
@@ -207,9 +227,6 @@ class TurnTraffic:
             took = (time.perf_counter() - answered) * 1000
             arguments = _arguments(call)
             base = {"run_id": self.run_id, "agent": agent, "step": step, "call_id": call.id}
-            await self._emit(
-                ToolStarted(**base, seq=len(self.events), tool=call.name, arguments=arguments)
-            )
             await self._emit(
                 ToolFinished(
                     **base,
@@ -236,7 +253,7 @@ class TurnTraffic:
         transfer = next(
             (
                 c.name[len(HANDOFF_PREFIX) :]
-                for c in self._last_calls
+                for c in self._last_calls.get(self.agent, ())
                 if c.name.startswith(HANDOFF_PREFIX)
             ),
             None,
@@ -251,7 +268,7 @@ class TurnTraffic:
                     run_id=self.run_id,
                     seq=len(self.events),
                     agent=self.agent,
-                    step=self.step,
+                    step=self.steps.get(self.agent, 0),
                     mode="tool",
                     from_agent=self.agent,
                     to_agent=new,
