@@ -21,7 +21,7 @@ import pytest
 from agentbench.cli import main
 from agentbench.testing import OpenAICompatibleServer
 
-OPENAI_AGENT = '''
+OPENAI_AGENT = """
 import json
 from openai import OpenAI
 
@@ -71,9 +71,9 @@ def agent(input, target):
                 {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)}
             )
     return "gave up"
-'''
+"""
 
-HTTPX_AGENT = '''
+HTTPX_AGENT = """
 import httpx
 
 async def agent(input, target):
@@ -84,7 +84,7 @@ async def agent(input, target):
                                    headers={"authorization": "Bearer " + target.api_key})
         answer.raise_for_status()
         return answer.json()["choices"][0]["message"]["content"] + " " + target.variables["tier"]
-'''
+"""
 
 
 def policy(request: dict) -> object:
@@ -107,8 +107,7 @@ def write_suite(root: Path, name: str, agent: str, cases: str, *, stream: bool =
     (suite / "cases").mkdir(parents=True)
     (suite / "agent.py").write_text(agent.replace("STREAM", repr(stream)))
     (suite / "suite.yaml").write_text(
-        f"name: {name}\nagent: agent.py:agent\nmodel: {{name: stand-in}}\n"
-        "cassettes: cassettes\n"
+        f"name: {name}\nagent: agent.py:agent\nmodel: {{name: stand-in}}\ncassettes: cassettes\n"
     )
     (suite / "cases" / "cases.yaml").write_text(textwrap.dedent(cases))
     return suite
@@ -125,8 +124,11 @@ def cli(*args: str) -> tuple[int, str]:
 
 
 def record(suite: Path, db: Path) -> tuple[int, str]:
-    with OpenAICompatibleServer(responder=policy) as server, mock.patch.dict(
-        os.environ, {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-recording"}
+    with (
+        OpenAICompatibleServer(responder=policy) as server,
+        mock.patch.dict(
+            os.environ, {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-recording"}
+        ),
     ):
         return cli("run", str(suite), "--live", "--record-mode", "all", "--db", str(db))
 
@@ -254,3 +256,40 @@ def test_the_target_context_is_public() -> None:
 
     assert agentbench.TargetContext.__module__ == "agentbench.boundary.target"
     assert agentbench.current_target() is None  # outside a turn
+
+
+def test_normalizing_leaves_out_delivery_and_the_sdk_s_empty_echoes() -> None:
+    from agentbench.boundary.chat_api import normalize_request
+
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    sent = {
+        "model": "m",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [
+            {"role": "user", "content": "x"},
+            # What the openai SDK echoes after an answer from OpenAI itself.
+            {
+                "role": "assistant",
+                "content": None,
+                "refusal": None,
+                "annotations": [],
+                "tool_calls": [call],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            {"role": "assistant", "content": "done", "refusal": "I will not"},
+        ],
+    }
+    assert normalize_request(sent) == {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "x"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{**call, "function": {"name": "f", "arguments": '{"a":1}'}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            {"role": "assistant", "content": "done", "refusal": "I will not"},
+        ],
+    }

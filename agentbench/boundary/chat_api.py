@@ -4,7 +4,10 @@ A chat request is already the shape agentbench compares, so normalizing it only 
 what says how to deliver the answer rather than what is asked (`stream`, `stream_options`: the
 same agent may stream in one code path and not in another) and re-dumps the tool-call
 arguments the agent sends back as compact JSON: frameworks parse the model's arguments and
-serialize them again (LangGraph, pydantic-ai), and spacing is not behaviour.
+serialize them again (LangGraph, pydantic-ai), and spacing is not behaviour. An assistant
+message's empty extras (`refusal: null`, `annotations: []`, `audio: null`, `function_call:
+null`) are left out: the openai SDK echoes whatever fields the provider's answer had, so the
+same agent sends them to OpenAI and not to another server, and an imported trace never has them.
 """
 
 from __future__ import annotations
@@ -38,11 +41,17 @@ def normalize_request(body: dict[str, Any]) -> dict[str, Any]:
     return normalized
 
 
+# An assistant message's fields that say nothing when empty (see the module docstring).
+EMPTY_EXTRAS = frozenset({"refusal", "annotations", "audio", "function_call"})
+
+
 def _message(message: Any) -> Any:
-    if not isinstance(message, dict) or not message.get("tool_calls"):
+    if not isinstance(message, dict) or message.get("role") != "assistant":
         return message
-    calls = message["tool_calls"]
-    if not isinstance(calls, list):
+    if not EMPTY_EXTRAS.isdisjoint(message):
+        message = {k: v for k, v in message.items() if k not in EMPTY_EXTRAS or v}
+    calls = message.get("tool_calls")
+    if not calls or not isinstance(calls, list):
         return message
     return {**message, "tool_calls": [_call(c) for c in calls]}
 
