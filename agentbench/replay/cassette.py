@@ -1,8 +1,9 @@
 """Cassettes: recorded model calls in vcrpy's file format.
 
 Each interaction is one model call: the OpenAI chat-completions request body the runtime built
-and the response body the provider returned (a `chat.completion` JSON, or the server-sent-events
-text of a stream, so a streamed call replays as a stream) — or, for a call that failed, the
+(for a call in the Responses API, its request in that shape) and the response body the provider
+returned (a `chat.completion` or Responses API `response` JSON, or the server-sent-events text of
+a stream, so a streamed call replays as a stream) — or, for a call that failed, the
 error response the server sent (its status and body) and how agentbench reported the failure,
 so replay raises the same error again. Files are read and written with
 vcrpy's own serializers (YAML by default, JSON optional), so they look like the cassettes
@@ -32,6 +33,7 @@ from vcr import serialize as vcr_serialize
 from vcr.request import Request
 from vcr.serializers import jsonserializer, yamlserializer
 
+from agentbench.boundary import responses_api
 from agentbench.errors import AgentbenchError, ModelError, ModelTimeoutError, UsageError
 from agentbench.replay import cassette_cache
 from agentbench.replay.drift import FINGERPRINT_VERSION, Fingerprinter
@@ -64,6 +66,7 @@ CASSETTE_FORMAT = 1
 # of another version may keep its calls elsewhere; read as version 1 it would replay nothing.
 VCR_FORMAT_VERSIONS = (1,)
 DEFAULT_URI = "https://api.openai.com/v1/chat/completions"
+RESPONSES_URI = "https://api.openai.com/v1/responses"
 _JSON = "application/json"
 _SSE = "text/event-stream"
 _TEXT = "text/plain"
@@ -159,15 +162,21 @@ class Interaction:
 
     @classmethod
     def of(
-        cls, request: dict[str, Any], response: ChatResponse, uri: str = DEFAULT_URI
+        cls, request: dict[str, Any], response: ChatResponse, uri: str | None = None
     ) -> Interaction:
-        """An interaction from a live call; a model without a wire body gets one built."""
+        """An interaction from a live call; a model without a wire body gets one built.
+        `uri` names the API called; by default OpenAI's, for the kind of body the call got."""
         request = materialized(request)  # a cassette body holds a list, not the run's view
         raw = response.raw
-        if raw is not None and raw.get("object") == STREAM_OBJECT:
-            return cls(request, sse_text(raw["chunks"]), _SSE, uri=uri)
+        kind = raw.get("object") if raw is not None else None
+        if kind == STREAM_OBJECT:
+            return cls(request, sse_text(raw["chunks"]), _SSE, uri=uri or DEFAULT_URI)
+        if kind == responses_api.RESPONSES_STREAM_OBJECT:
+            text = responses_api.sse_text(raw["events"])
+            return cls(request, text, _SSE, uri=uri or RESPONSES_URI)
         body = raw if raw is not None else completion_body(response, str(request.get("model", "")))
-        return cls(request, wire_json(body), _JSON, uri=uri)
+        default = RESPONSES_URI if kind == "response" else DEFAULT_URI
+        return cls(request, wire_json(body), _JSON, uri=uri or default)
 
     @classmethod
     def failed(
@@ -218,8 +227,20 @@ class Interaction:
             return checked
         # With the request, a body without usage gets the estimate the live call made.
         if self.streamed:
+            if _responses_stream(self.response_body):
+                events = responses_api.parse_sse(self.response_body)
+                return responses_api.parse_stream(events, on_text_delta, self.request)
             return parse_stream(parse_sse(self.response_body), on_text_delta, self.request)
-        return parse_completion(read_wire_json(self.response_body), self.request)
+        body = read_wire_json(self.response_body)
+        if type(body) is dict and body.get("object") == "response":
+            return responses_api.parse_response(body, self.request)
+        return parse_completion(body, self.request)
+
+
+def _responses_stream(text: str) -> bool:
+    """Whether an event stream is the Responses API's: its events are named (`event:
+    response.created`), a chat stream's never are."""
+    return text.startswith("event:")
 
 
 @dataclass
@@ -383,13 +404,15 @@ def _scrubbed_body(interaction: Interaction, redactor: Redactor) -> str:
     masked something; a JSON body keeps its bytes except the values masked."""
     body = interaction.response_body
     if interaction.streamed:
+        responses = _responses_stream(body)
+        parse = responses_api.parse_sse if responses else parse_sse
         try:
-            chunks = parse_sse(body)
+            chunks = parse(body)
         except CompletionFormatError:
             return redactor.text(body)
         masked = redact_chunks(chunks, redactor)
         if masked != chunks:
-            body = sse_text(masked)
+            body = responses_api.sse_text(masked) if responses else sse_text(masked)
     return redactor.text(body)
 
 
@@ -568,4 +591,9 @@ def _interaction(
                 "response.agentbench.error saying how the call failed; re-record it with agentbench"
             )
         raise CassetteError(f"{where}: {problem}") from None
+    except ModelError as exc:  # a Responses API body whose status says the call failed
+        raise CassetteError(
+            f"{where}: {exc}, and the response has no response.agentbench.error saying how "
+            "to replay the failure; re-record it with agentbench"
+        ) from None
     return interaction

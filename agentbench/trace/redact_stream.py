@@ -5,7 +5,8 @@ characters, so a secret is spread over several chunks and no rule matches any on
 The fragments of each field are joined and the whole is redacted; only when something was
 masked does the redacted whole take the first fragment's place and the other fragments become
 empty. The stream then still assembles to the same (masked) answer, and a stream with nothing
-secret in it is left exactly as it was.
+secret in it is left exactly as it was. Chat's `chat.completion.chunk` dicts and the Responses
+API's events (`response.output_text.delta`, …) are both read.
 """
 
 from __future__ import annotations
@@ -19,11 +20,21 @@ from agentbench.trace.redact import Redactor
 # Delta fields that arrive in fragments and are concatenated by whoever reads the stream.
 _TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
 
+# The Responses API's fragment events, each with the key that tells its item's parts apart.
+_RESPONSES_DELTAS = {
+    "response.output_text.delta": "content_index",
+    "response.refusal.delta": "content_index",
+    "response.reasoning_text.delta": "content_index",
+    "response.reasoning_summary_text.delta": "summary_index",
+    "response.function_call_arguments.delta": None,
+}
+
 _Slot = tuple[dict[str, Any], str]  # the dict holding a fragment, and its key
 
 
 def redact_chunks(chunks: list[Any], redactor: Redactor) -> list[Any]:
-    """A redacted copy of a stream's `chat.completion.chunk` dicts (the input is unchanged)."""
+    """A redacted copy of a stream's `chat.completion.chunk` dicts or Responses API events
+    (the input is unchanged)."""
     copied = orjson.loads(orjson.dumps(chunks))
     for slots in _fragments(copied).values():
         whole = "".join(holder[key] for holder, key in slots)
@@ -38,10 +49,16 @@ def redact_chunks(chunks: list[Any], redactor: Redactor) -> list[Any]:
 
 def _fragments(chunks: list[Any]) -> dict[tuple[Any, ...], list[_Slot]]:
     """Where each streamed field's fragments are, in order: per choice, its text fields and
-    each tool call's arguments."""
+    each tool call's arguments; per Responses output item, each part's deltas."""
     found: dict[tuple[Any, ...], list[_Slot]] = {}
     for chunk in chunks:
         if not isinstance(chunk, dict):
+            continue
+        kind = chunk.get("type")
+        if kind in _RESPONSES_DELTAS and isinstance(chunk.get("delta"), str):
+            part = _RESPONSES_DELTAS[kind]
+            slot = (kind, chunk.get("output_index"), chunk.get(part) if part else None)
+            found.setdefault(slot, []).append((chunk, "delta"))
             continue
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") if isinstance(choice, dict) else None
