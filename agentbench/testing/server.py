@@ -1,13 +1,22 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for tests and examples.
 
-It speaks `/v1/chat/completions` (plain JSON and server-sent-event streams) and `/v1/models`,
-answering from a script — the same items `ScriptedModel` takes, plus faults: an HTTP error with
-headers, a delay, a raw body, a stream cut off part-way (`CutStream`), an answer that trickles
-in piece by piece (`Trickle`) — and, once the script is used up, from `responder`, a function
-of the same shape `FunctionModel` takes (`fn(request)` or `fn(request, info)`). It records
-every request it received (body and headers), so a test can assert what the real openai SDK
-actually put on the wire. Streams split text into words and tool-call arguments into small
-fragments, as real providers do.
+It speaks `/v1/chat/completions` and the Responses API's `/v1/responses` (each as plain JSON
+and as server-sent-event streams) and `/v1/models`, answering from a script — the same items
+`ScriptedModel` takes, plus faults: an HTTP error with headers, a delay, a raw body, a stream
+cut off part-way (`CutStream`), an answer that trickles in piece by piece (`Trickle`) — and,
+once the script is used up, from `responder`, a function of the same shape `FunctionModel`
+takes (`fn(request)` or `fn(request, info)`). It records every request it received (body and
+headers), so a test can assert what the real openai SDK actually put on the wire. Streams
+split text into words and tool-call arguments into small fragments, as real providers do.
+
+A Responses request is answered from the same script and `responder`, which see it normalized
+to the chat-completions shape (`agentbench.boundary.responses_api.normalize_request`: its
+`instructions` a system message, its input items chat messages, its function tools in chat's
+shape), so one reference policy serves both APIs; `requests` keeps the body as it was sent.
+Its answer is a `response` object, or the API's event stream (`response.created` …
+`response.completed`). The faults apply to it as to chat: a `CutStream` sends its first
+`after_chunks` events and the closing `response.completed` only if `finish` (`done` has no
+meaning here: the Responses API ends a stream with no `[DONE]`). The quirks below are chat's.
 
 `quirks=` makes it behave like a particular real server. `"llama_cpp"` is all of
 llama-cpp-python's server (0.3.x, `--chat_format chatml-function-calling`), each also
@@ -47,12 +56,14 @@ import inspect
 import json
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agentbench.boundary import responses_api
 from agentbench.runtime.completions import completion_body, stream_chunks
 from agentbench.runtime.models import (
     CallInfo,
@@ -265,12 +276,21 @@ class OpenAICompatibleServer:
             f"agentbench test server: no scripted response left for request #{len(self.requests)}",
         )
 
-    def _record(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> CallInfo:
+    def _record(
+        self,
+        path: str,
+        headers: dict[str, str],
+        body: dict[str, Any],
+        request: dict[str, Any] | None = None,
+    ) -> CallInfo:
+        """Keep the body as it was sent; `info` describes `request`, its chat-shaped form
+        (the body itself for a chat request)."""
         with self._lock:
             self.requests.append(ReceivedRequest(path, headers, body))
             index = len(self.requests) - 1
-        tools = [t.get("function", {}).get("name", "") for t in body.get("tools") or ()]
-        return CallInfo(index=index, model=str(body.get("model") or self.model), tools=tools)
+        request = body if request is None else request
+        tools = [t.get("function", {}).get("name", "") for t in request.get("tools") or ()]
+        return CallInfo(index=index, model=str(request.get("model") or self.model), tools=tools)
 
 
 async def _awaited(awaitable: Any) -> Any:
@@ -313,7 +333,11 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError as exc:
             self._send_json(400, {"error": {"message": f"request body is not JSON: {exc}"}})
             return
-        info = self.owner._record(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        if self.path.rstrip("/").endswith("/responses"):
+            self._answer_responses(headers, body)
+            return
+        info = self.owner._record(self.path, headers, body)
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(
                 404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
@@ -331,7 +355,32 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self._answer(self.owner._next_item(body, info), body, info)
 
-    def _answer(self, item: Any, body: dict[str, Any], info: CallInfo) -> None:
+    def _answer_responses(self, headers: dict[str, str], body: Any) -> None:
+        """A Responses API request: answered from the script as its chat-shaped form."""
+        try:
+            request = responses_api.normalize_request(body)
+        except responses_api.ResponsesFormatError as exc:
+            self.owner._record(self.path, headers, body if isinstance(body, dict) else {})
+            error = {
+                "message": f"not a Responses API request: {exc}",
+                "type": "invalid_request_error",
+            }
+            self._send_json(400, {"error": error})
+            return
+        info = self.owner._record(self.path, headers, body, request)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            item = self.owner._next_item(request, info)
+            self._answer(item, request, info, responses_stream=bool(body.get("stream")))
+
+    def _answer(
+        self,
+        item: Any,
+        body: dict[str, Any],
+        info: CallInfo,
+        responses_stream: bool | None = None,
+    ) -> None:
+        """Answer `item` to `body` (chat-shaped); `responses_stream` is None for a chat
+        request, else whether the Responses request asked for a stream."""
         if callable(item) and not inspect.isclass(item):
             item = model_function(item, "a scripted function")(body, info)
         if inspect.isawaitable(item):
@@ -353,21 +402,61 @@ class _Handler(BaseHTTPRequestHandler):
         # Like real providers, answer in the name of the model that was asked for.
         model = str(body.get("model") or self.owner.model)
         response = _within_limit(to_response(cut.reply if cut else item, body, model), body)
+        self._pause_s = trickle.interval_s if trickle is not None else 0.0
+        if responses_stream is not None:
+            self._send_responses_answer(response, responses_stream, cut, trickle)
+            return
         if self._ignores_tools(response, body):
             response = _tools_as_text(response)
         if cut is None and self._cannot_stream(response, body):
             self.owner._put_back(item)
             self._send_failed_stream()
             return
-        self._pause_s = trickle.interval_s if trickle is not None else 0.0
         if body.get("stream"):
             self._send_stream(response, body, cut)
-        elif cut is not None:
-            self._send_cut_json(response)
-        elif trickle is not None:
-            self._send_trickled_json(response, trickle)
         else:
-            self._send_json(200, completion_body(response, self.owner.model))
+            self._send_body(completion_body(response, self.owner.model), cut, trickle)
+
+    def _send_responses_answer(
+        self,
+        response: ChatResponse,
+        stream: bool,
+        cut: CutStream | None,
+        trickle: Trickle | None,
+    ) -> None:
+        response_id = f"resp_{uuid.uuid4().hex[:24]}"
+        if not stream:
+            body = responses_api.response_body(response, self.owner.model, response_id=response_id)
+            self._send_body(body, cut, trickle)
+            return
+        events = responses_api.stream_events(
+            response,
+            self.owner.model,
+            response_id=response_id,
+            fragment_chars=self.owner.fragment_chars,
+        )
+        texts = [responses_api.sse_text([event]) for event in events]
+        if cut is not None:
+            # The answer's events come first; `response.completed` closes it.
+            answer, tail = texts[:-1], texts[-1:]
+            count = len(answer) if cut.after_chunks is None else min(cut.after_chunks, len(answer))
+            texts = answer[:count]
+            if cut.partial and count < len(answer):
+                texts.append(answer[count][: len(answer[count]) // 2])
+            if cut.finish:
+                texts += tail
+        self._send_stream_events(texts, chunked=cut is not None and cut.chunked)
+
+    def _send_body(
+        self, payload: dict[str, Any], cut: CutStream | None, trickle: Trickle | None
+    ) -> None:
+        """A plain JSON answer: whole, half of it (`cut`), or in pieces (`trickle`)."""
+        if cut is not None:
+            self._send_cut_json(payload)
+        elif trickle is not None:
+            self._send_trickled_json(payload, trickle)
+        else:
+            self._send_json(200, payload)
 
     def _cannot_stream(self, response: ChatResponse, body: dict[str, Any]) -> bool:
         """llama.cpp cannot stream a tool call it chose itself (`tool_choice` auto or absent)."""
@@ -413,8 +502,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_cut_json(self, response: ChatResponse) -> None:
-        data = json.dumps(completion_body(response, self.owner.model)).encode()
+    def _send_cut_json(self, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
@@ -423,8 +512,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         self.close_connection = True
 
-    def _send_trickled_json(self, response: ChatResponse, trickle: Trickle) -> None:
-        data = json.dumps(completion_body(response, self.owner.model)).encode()
+    def _send_trickled_json(self, payload: dict[str, Any], trickle: Trickle) -> None:
+        data = json.dumps(payload).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
@@ -492,7 +581,7 @@ def _cut_events(events: list[str], chunks: list[dict[str, Any]], cut: CutStream)
 
 def _within_limit(response: ChatResponse, body: dict[str, Any]) -> ChatResponse:
     """A text answer cut at the request's token limit (a word a token), as a server cuts it."""
-    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    limit = body.get("max_completion_tokens", body.get("max_tokens", body.get("max_output_tokens")))
     words = (response.text or "").split(" ")
     if not isinstance(limit, int) or len(words) <= limit:
         return response
