@@ -71,14 +71,10 @@ def _text(content: Any) -> str:
 
 
 def result_data(content: Any) -> Any:
-    """A tool result as sent back: JSON (an object or a list) as data, anything else as text."""
-    text = _text(content)
-    if text.lstrip()[:1] in ("{", "["):
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            return text
-    return text
+    """A tool result as the agent sent it back: its text, exactly as the model saw it (so a
+    scorer's `contains` matches what was sent). Comparisons read JSON text as data
+    (`trajectory.canonical`), so a re-spaced result is not a changed one."""
+    return _text(content)
 
 
 def _arguments(call: ToolCall) -> dict[str, Any]:
