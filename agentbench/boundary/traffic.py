@@ -210,10 +210,36 @@ class TurnTraffic:
             hook_errors=self.failures,
         )
 
-    async def _results_sent_back(self, request: dict[str, Any]) -> None:
-        for message in request.get("messages") or ():
-            if not isinstance(message, dict) or message.get("role") != "tool":
+    def _answers(self, messages: Any) -> list[dict[str, Any]]:
+        """The tool messages that may answer a call still waiting for its result, in order.
+
+        A tool message follows the assistant message that asked for its call, so they are
+        looked for from the end back to where every waiting call was asked: the rest of the
+        conversation was read with the requests before (each request carries it all again,
+        so reading it whole every time costs the square of the session's length)."""
+        if not self._asked:
+            return []
+        if not isinstance(messages, list):
+            return [m for m in messages or () if isinstance(m, dict) and m.get("role") == "tool"]
+        waiting = set(self._asked)
+        found = []
+        for message in reversed(messages):
+            if not isinstance(message, dict):
                 continue
+            role = message.get("role")
+            if role == "tool":
+                found.append(message)
+            elif role == "assistant" and isinstance(message.get("tool_calls"), list):
+                waiting.difference_update(
+                    str(c.get("id")) for c in message["tool_calls"] if isinstance(c, dict)
+                )
+                if not waiting:
+                    break
+        found.reverse()
+        return found
+
+    async def _results_sent_back(self, request: dict[str, Any]) -> None:
+        for message in self._answers(request.get("messages")):
             asked = self._asked.pop(str(message.get("tool_call_id")), None)
             if asked is None:
                 continue  # answered before, or a call this turn never saw asked
