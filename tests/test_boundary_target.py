@@ -293,3 +293,33 @@ def test_normalizing_leaves_out_delivery_and_the_sdk_s_empty_echoes() -> None:
             {"role": "assistant", "content": "done", "refusal": "I will not"},
         ],
     }
+
+
+def test_a_python_repr_tool_result_is_compared_as_data() -> None:
+    """The Agents SDK sends a tool's dict as str(dict): a change must name the field."""
+    from agentbench.replay.diff import align
+    from agentbench.replay.trajectory import Step, canonical
+
+    def tool_step(result: str) -> Step:
+        detail = {"arguments": {}, "result_kind": "ok", "result": canonical(result)}
+        return Step("tool_call", "desk", 1, ("tool_call", "desk", "status"), detail)
+
+    before = tool_step("{'service': 'wiki', 'since': '07:40'}")
+    after = tool_step("{'service': 'wiki', 'since': '07:45'}")
+    from agentbench.evals.compare_text import describe_divergence
+
+    (found,) = align([before], [after])
+    assert "result.since: '07:40' → '07:45'" in describe_divergence(found.as_dict(), 60)
+    # Not a literal: kept as the text it is.
+    assert canonical("{'unclosed': ") == "{'unclosed': "
+
+
+def test_replaying_keeps_the_agents_sdk_from_uploading_traces(
+    recorded: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite, db = recorded
+    for name in ("OPENAI_AGENTS_DISABLE_TRACING", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    code, out = cli("run", str(suite), "--db", str(db), "--filter", "paris")
+    assert code == 0, out
+    assert os.environ["OPENAI_AGENTS_DISABLE_TRACING"] == "1"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -112,6 +113,11 @@ async def run_boundary_case(plan: CasePlan) -> CaseRun:
     target = plan.agent
     assert isinstance(target, CallableTarget)
     existed = plan.cassette.is_file()
+    if not plan.always_live:
+        # Offline means offline: the OpenAI Agents SDK uploads each run's trace to OpenAI with
+        # whatever key the environment holds, whatever base URL its model was given. It reads
+        # this once, at its first trace; a value the user set wins.
+        os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
     model, cassette = model_for(dataclasses.replace(plan, live=forwarding(plan.live)))
     served = _Served(model, target.name)
     outcome = CaseRun()

@@ -9,6 +9,7 @@ data, so they can be stored in a cassette's metadata or rebuilt from a trace sto
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,7 +66,7 @@ def canonical(value: Any) -> Any:
             try:
                 return canonical(orjson.loads(stripped))
             except orjson.JSONDecodeError:
-                return value
+                return _python_literal(stripped, value)
         return value
     if isinstance(value, BaseModel):
         return canonical(value.model_dump(mode="json"))
@@ -76,6 +77,23 @@ def canonical(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float):
         return value
     return str(value)
+
+
+# Python's repr of a dict or list, as some frameworks send a tool's result to the model (the
+# OpenAI Agents SDK sends `str(result)`): read as data, so a change names its field. Bounded:
+# `literal_eval` builds every value it reads.
+_LITERAL_CHARS = 64 * 1024
+
+
+def _python_literal(text: str, value: str) -> Any:
+    """`text` read as a Python literal dict or list, canonical; else `value` as it is."""
+    if len(text) > _LITERAL_CHARS:
+        return value
+    try:
+        parsed = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return value
+    return canonical(parsed) if isinstance(parsed, dict | list) else value
 
 
 def plain(value: Any) -> Any:
