@@ -100,4 +100,21 @@ def test_shipped_golden_suites_as_pytest_items(pytester: pytest.Pytester) -> Non
         "--rootdir",
         str(ROOT),
     )
-    result.assert_outcomes(passed=68, xfailed=25)
+    # The four framework suites' 25 cases are boundary targets, run through the same items.
+    result.assert_outcomes(passed=93, xfailed=25)
+
+
+def test_a_suite_whose_framework_is_missing_is_skipped_as_items(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    suite = pytester.path / "golden" / "needs"
+    (suite / "cases").mkdir(parents=True)
+    (suite / "agent.py").write_text("import not_installed_framework\n")
+    (suite / "suite.yaml").write_text(
+        "name: needs\nagent: agent.py:agent\nrequires: [not_installed_framework]\n"
+    )
+    (suite / "cases" / "c.yaml").write_text("- id: one\n  input: hi\n")
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "-rs", "--agentbench-golden", str(pytester.path / "golden")
+    )
+    result.assert_outcomes(skipped=1)
+    assert "needs not_installed_framework, not installed here" in result.stdout.str()
