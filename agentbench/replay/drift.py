@@ -7,7 +7,16 @@ changed. Volatile fields (tool-call ids, stream options, user and metadata tags)
 they change between runs without the behaviour changing, and neither does a value the
 recording has masked (`masked.fits`): redaction never causes a verdict. An assistant message
 with tool calls and no text means the same whether its content is null (how older agentbench
-sent it), "" (how it is sent now, since llama.cpp rejects null) or absent.
+sent it), "" (how it is sent now, since llama.cpp rejects null) or absent. Tool-call arguments
+are JSON text that frameworks parse and serialize again before sending them back: they are
+compared as parsed JSON, so spacing and key order never count.
+
+A recording converted from a trace an instrumentation wrote (`traces import-otel`) may not
+know the whole request: openai-v2 records no tool definitions and only some settings. Its
+cassette says which top-level fields its source recorded (`TraceSource`), and only those are
+compared, so what the recording could not know is never drift; tool results in it are
+compared as parsed JSON too (the trace's text may be an instrumentation's re-serialization,
+or the app's own serialization of data the code now serializes its own way).
 
 Descriptions show values redacted *before* they are cut to a window, so a secret in the
 current request can neither be shown nor leave half of itself at the edge of a window.
@@ -20,7 +29,9 @@ import hashlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+import orjson
 
 from agentbench.replay.masked import fits, unmasked
 from agentbench.runtime.message_view import MessageView
@@ -123,6 +134,51 @@ def _window(text: str, at: int, width: int) -> str:
     half = width // 2
     cut = text[begin : begin + half]
     return f"'{'…' if begin else ''}{repr(cut)[1:-1]}{'…' if begin + half < len(text) else ''}'"
+
+
+@dataclass(frozen=True)
+class TraceSource:
+    """What a recording converted from an imported trace knows of the requests it holds.
+
+    `recorded_fields` are the top-level request fields its source recorded (None: all of
+    them); the others were never known, so they are not compared. Kept in the cassette's
+    metadata as `imported_trace`."""
+
+    instrumentation: str = ""
+    recorded_fields: frozenset[str] | None = None
+
+    INFO_KEY: ClassVar[str] = "imported_trace"
+
+    @classmethod
+    def of(cls, info: dict[str, Any]) -> TraceSource | None:
+        """The source a cassette's metadata names, None for a recording of agentbench's own;
+        a hand-edited entry of the wrong shape compares everything rather than failing."""
+        found = info.get(cls.INFO_KEY)
+        if not isinstance(found, dict):
+            return None
+        fields = found.get("recorded_fields")
+        known = frozenset(str(f) for f in fields) if isinstance(fields, list | tuple) else None
+        return cls(str(found.get("instrumentation") or ""), known)
+
+    def as_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"instrumentation": self.instrumentation}
+        if self.recorded_fields is not None:
+            info["recorded_fields"] = sorted(self.recorded_fields)
+        return info
+
+    def known(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The part of `request` the recording can be compared with (a light copy)."""
+        fields = self.recorded_fields
+        if fields is None:
+            return request
+        return {k: v for k, v in request.items() if k in fields}
+
+    def unknown(self, request: dict[str, Any]) -> list[str]:
+        """The top-level fields of `request` the recording cannot say anything about."""
+        fields = self.recorded_fields
+        if fields is None:
+            return []
+        return [k for k in request if k not in fields and k not in VOLATILE_TOP_LEVEL]
 
 
 def normalize(request: dict[str, Any]) -> dict[str, Any]:
@@ -344,10 +400,15 @@ def fingerprint(request: dict[str, Any]) -> str:
     return Fingerprinter()(request)
 
 
-def request_diff(recorded: dict[str, Any], current: dict[str, Any]) -> list[Change]:
-    """Every difference between the recorded and the current request, volatile fields aside."""
+def request_diff(
+    recorded: dict[str, Any], current: dict[str, Any], source: TraceSource | None = None
+) -> list[Change]:
+    """Every difference between the recorded and the current request, volatile fields aside;
+    for a recording converted from a trace (`source`), only in what that trace recorded."""
     changes: list[Change] = []
-    _diff(normalize(recorded), normalize(current), "", changes)
+    if source is not None:
+        recorded, current = source.known(recorded), source.known(current)
+    _diff(normalize(recorded), normalize(current), "", changes, source is not None)
     return changes
 
 
@@ -355,7 +416,7 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _diff(old: Any, new: Any, path: str, out: list[Change]) -> None:
+def _diff(old: Any, new: Any, path: str, out: list[Change], results_as_json: bool) -> None:
     if isinstance(old, dict) and isinstance(new, dict):
         for key in [*old, *(k for k in new if k not in old)]:
             a, b = old.get(key, _MISSING), new.get(key, _MISSING)
@@ -365,19 +426,23 @@ def _diff(old: Any, new: Any, path: str, out: list[Change]) -> None:
             elif b is _MISSING:
                 out.append(Change(where, "removed", old=a))
             else:
-                _diff(a, b, where, out)
+                _diff(a, b, where, out, results_as_json)
         return
     if isinstance(old, list) and isinstance(new, list):
         if path == "messages":
-            _diff_messages(old, new, out)
+            _diff_messages(old, new, out, results_as_json)
         else:
-            _diff_list(old, new, path, out)
+            _diff_list(old, new, path, out, results_as_json)
         return
     if (old != new or type(old) is not type(new)) and not fits(old, new):
+        if path.endswith(".function.arguments") and same_json_text(old, new):
+            return
         out.append(Change(path or "(request)", "changed", old, new))
 
 
-def _diff_list(old: list[Any], new: list[Any], path: str, out: list[Change]) -> None:
+def _diff_list(
+    old: list[Any], new: list[Any], path: str, out: list[Change], results_as_json: bool
+) -> None:
     for index in range(max(len(old), len(new))):
         where = f"{path}[{index}]"
         if index >= len(old):
@@ -385,21 +450,79 @@ def _diff_list(old: list[Any], new: list[Any], path: str, out: list[Change]) -> 
         elif index >= len(new):
             out.append(Change(where, "removed", old=old[index]))
         else:
-            _diff(old[index], new[index], where, out)
+            _diff(old[index], new[index], where, out, results_as_json)
 
 
-def _diff_messages(old: list[Any], new: list[Any], out: list[Change]) -> None:
+def same_json_text(old: Any, new: Any) -> bool:
+    """Are `old` and `new` JSON texts of one value (spacing and key order aside)?"""
+    if not isinstance(old, str) or not isinstance(new, str):
+        return False
+    parsed_old, parsed_new = _parsed_json(old), _parsed_json(new)
+    return parsed_old is not None and parsed_old == parsed_new
+
+
+def _parsed_json(text: str) -> bytes | None:
+    """`text` as canonical JSON bytes when it holds a JSON object or array, else None."""
+    if not text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        return _json.canonical(orjson.loads(text))
+    except (orjson.JSONDecodeError, TypeError):
+        return None
+
+
+def _comparable(message: Any, results_as_json: bool) -> Any:
+    """A message as messages are aligned: its JSON texts (tool-call arguments, and tool
+    results when `results_as_json`) in one spelling."""
+    if not isinstance(message, dict):
+        return message
+    calls = message.get("tool_calls")
+    if calls and isinstance(calls, list):
+        return {**message, "tool_calls": [_call_comparable(call) for call in calls]}
+    if results_as_json and message.get("role") == "tool":
+        content = message.get("content")
+        parsed = _parsed_json(content) if isinstance(content, str) else None
+        if parsed is not None:
+            return {**message, "content": parsed.decode()}
+    return message
+
+
+def _call_comparable(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    arguments = function.get("arguments") if isinstance(function, dict) else None
+    parsed = _parsed_json(arguments) if isinstance(arguments, str) else None
+    if parsed is None:
+        return call
+    return {**call, "function": {**function, "arguments": parsed.decode()}}
+
+
+def _diff_message(old: Any, new: Any, path: str, out: list[Change], results_as_json: bool) -> None:
+    if (
+        results_as_json
+        and isinstance(old, dict)
+        and isinstance(new, dict)
+        and old.get("role") == new.get("role") == "tool"
+        and same_json_text(old.get("content"), new.get("content"))
+    ):
+        old = {**old, "content": new["content"]}
+    _diff(old, new, path, out, results_as_json)
+
+
+def _diff_messages(
+    old: list[Any], new: list[Any], out: list[Change], results_as_json: bool
+) -> None:
     """Align messages by content, so an inserted or dropped message is named as such."""
     old = unmasked(old, new)  # a recorded message with masked secrets pairs with its own
-    keys_old = [_json.canonical(m) for m in old]
-    keys_new = [_json.canonical(m) for m in new]
+    keys_old = [_json.canonical(_comparable(m, results_as_json)) for m in old]
+    keys_new = [_json.canonical(_comparable(m, results_as_json)) for m in new]
     matcher = difflib.SequenceMatcher(a=keys_old, b=keys_new, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
         if tag == "replace" and i2 - i1 == j2 - j1:
             for offset in range(i2 - i1):
-                _diff(old[i1 + offset], new[j1 + offset], f"messages[{j1 + offset}]", out)
+                where = f"messages[{j1 + offset}]"
+                _diff_message(old[i1 + offset], new[j1 + offset], where, out, results_as_json)
             continue
         for index in range(i1, i2):
             out.append(Change(f"messages[{index}]", "removed", old=old[index]))
@@ -408,13 +531,16 @@ def _diff_messages(old: list[Any], new: list[Any], out: list[Change]) -> None:
 
 
 def nearest(
-    request: dict[str, Any], recorded: list[dict[str, Any]], limit: int = 3
+    request: dict[str, Any],
+    recorded: list[dict[str, Any]],
+    limit: int = 3,
+    source: TraceSource | None = None,
 ) -> list[tuple[int, list[Change]]]:
     """The recorded requests closest to `request` (fewest changes), with their differences."""
     scored = [
         (len(changes), index, changes)
         for index, r in enumerate(recorded)
-        if (changes := request_diff(r, request)) is not None
+        if (changes := request_diff(r, request, source)) is not None
     ]
     scored.sort(key=lambda item: (item[0], item[1]))
     return [(index, changes) for _, index, changes in scored[:limit]]

@@ -41,6 +41,7 @@ from agentbench.replay.drift import (
     FINGERPRINT_VERSION,
     Change,
     Fingerprinter,
+    TraceSource,
     nearest,
     request_diff,
 )
@@ -287,14 +288,20 @@ class ReplayModel:
             and isinstance(stop.get("after_calls"), int)
             and "after_tools" not in stop  # a stop among tool calls: `ReplayTools` makes it
         )
+        # A recording converted from a trace compares only what the trace recorded; the
+        # fields of the current requests it could not know are kept to be said.
+        self.source = TraceSource.of(cassette.info)
+        self.uncompared: list[str] = []
         self._fingerprints: dict[int, str] = {}
         self._fingerprint = Fingerprinter()  # the current side: incremental per step
         # The recorded side, for a cassette saved without fingerprints: incremental too (its
         # requests repeat each other's messages by value), so a step stays O(new messages).
         self._recorded_fingerprint = Fingerprinter()
         stored = cassette.info.get("fingerprints")
-        if cassette.info.get("fingerprint_version") == FINGERPRINT_VERSION and isinstance(
-            stored, list
+        if (
+            cassette.info.get("fingerprint_version") == FINGERPRINT_VERSION
+            and isinstance(stored, list)
+            and (self.source is None or self.source.recorded_fields is None)
         ):
             self._fingerprints = dict(enumerate(stored))
         self._forked = False
@@ -334,16 +341,7 @@ class ReplayModel:
             # A fork's live calls went out under the live model's name (see `_live`); the
             # code asks under this replay's name, which is no change of the code's.
             request = {**request, "model": answered_by}
-        expected = self._fingerprints.get(index)
-        if expected is None:
-            expected = self._fingerprints[index] = self._recorded_fingerprint(recorded.request)
-        # A different fingerprint is only a hint: the recording may hold masked secrets, or
-        # have been converted from a stored run, where the same request differs in bytes.
-        changes = (
-            request_diff(recorded.request, request)
-            if expected != self._fingerprint(request)
-            else []
-        )
+        changes = self._changes(index, recorded.request, request)
         if changes:
             self.drifts.append(Drift(index, changes))
             if self.live_from_drift:
@@ -362,6 +360,26 @@ class ReplayModel:
         # Parsed just now and ours alone, so set in place: what model_copy(update=) would give.
         assign(response, "latency_ms", (time.perf_counter() - started) * 1000)
         return response
+
+    def _changes(
+        self, index: int, recorded: dict[str, Any], request: dict[str, Any]
+    ) -> list[Change]:
+        """How `request` differs from the recorded request of call `index` (0-based)."""
+        source = self.source
+        compared, asked = recorded, request
+        if source is not None and source.recorded_fields is not None:
+            compared, asked = source.known(recorded), source.known(request)
+            for key in source.unknown(request):
+                if key not in self.uncompared:
+                    self.uncompared.append(key)
+        expected = self._fingerprints.get(index)
+        if expected is None:
+            expected = self._fingerprints[index] = self._recorded_fingerprint(compared)
+        # A different fingerprint is only a hint: the recording may hold masked secrets, or
+        # have been converted from a stored run, where the same request differs in bytes.
+        if expected == self._fingerprint(asked):
+            return []
+        return request_diff(recorded, request, source)
 
     def _reveal(self, recorded: dict[str, Any], request: dict[str, Any]) -> None:
         """Hand on what the recording's masks stand for in this request: its parameters and
@@ -437,7 +455,7 @@ class ReplayModel:
             f"model call #{index + 1} has no recorded interaction{where} (the recording has "
             f"{total}); the code under test makes more model calls than were recorded"
         ]
-        for number, changes in nearest(request, list(self.cassette.requests())):
+        for number, changes in nearest(request, list(self.cassette.requests()), source=self.source):
             first = changes[0].describe(60) if changes else "identical"
             lines.append(f"  nearest: #{number + 1} ({len(changes)} change(s); {first})")
         return "\n".join(lines)

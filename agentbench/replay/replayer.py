@@ -55,6 +55,8 @@ class ReplayReport:
     saved_to: Path | None = None
     turns: list[RunResult] = field(default_factory=list)  # one per user turn; `result` is last
     turn_starts: list[int] = field(default_factory=list)  # where each turn begins in `new`
+    # Request fields the code sent that the recording's trace never recorded: not compared.
+    uncompared: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> list[str]:
@@ -144,6 +146,11 @@ class ReplayReport:
             count = len(self.drifts)
             lines.append(f"  request drift (lenient: reported, not counted) in {count} call(s):")
             lines.extend(f"    {d.describe()}".replace("\n", "\n  ") for d in self.drifts[:4])
+        if self.uncompared:
+            lines.append(
+                f"  not compared: {', '.join(self.uncompared)} (the trace the recording was "
+                "made from did not record them)"
+            )
         errors = self.errors
         if errors:
             lines.append(f"  run error: {errors[0]}")
@@ -165,6 +172,7 @@ class ReplayReport:
             "divergences": [self._as_dict(d) for d in self.divergences],
             "downstream": max(len(self.divergences) - 1, 0),
             "drifts": [d.as_dict() for d in self.drifts],
+            "uncompared": self.uncompared,
             "turns": len(self.turns) or 1,
             "errors": self.errors,
         }
@@ -276,6 +284,7 @@ class Replayer:
             saved_to=saved,
             turns=turns,
             turn_starts=_turn_starts(turns),
+            uncompared=model.uncompared,
         )
 
     async def replay_run(
