@@ -129,7 +129,10 @@ def timeline(trace: RunTrace) -> str:
     lines += ["", "   seq step  what"]
     for item in trace.timeline():
         lines.append(
-            f"  {item.seq:>4} {'' if item.step is None else item.step:>4}  {_describe(item)}"
+            f"  {item.seq:>4} {'' if item.step is None else item.step:>4}  "
+            # A boundary target's framework may hand off inside one run: whose step it is.
+            + (f"[{item.agent}] " if getattr(item, "agent", None) else "")
+            + _describe(item)
         )
     lines.append("")
     if run.status == "incomplete":

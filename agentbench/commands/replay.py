@@ -79,6 +79,13 @@ def _replayed_agent(agent: Agent | None, suite: Suite | None, cassette: Cassette
     if suite is not None:
         run_setup(suite)  # before the agent: it builds what the agent may open at import
         built = agent_for(suite, agent)
+        if not isinstance(built, Agent):  # the user's own function: its cases replay in `run`
+            case = (cassette.info.get("case") if cassette is not None else None) or "CASE_ID"
+            raise UsageError(
+                f"suite {suite.name!r} runs the function {suite.agent} (a boundary target), "
+                f"which `agentbench replay` does not run: replay its case with `agentbench run "
+                f"{suite.path} --filter {case}`, or pass --agent with an agentbench Agent"
+            )
         if agent is None:
             origin = loaded_from(suite.agent, suite.path)
             _note_origin(RecordedAgent(built, suite.agent, suite.root, origin))
@@ -106,7 +113,12 @@ def _stored_calls(store: Any, run_id: str) -> list[CallRequest]:
         for call in sorted(trace.llm_calls, key=lambda c: c.seq):
             if call.seq in requests:
                 calls.append(
-                    CallRequest(trace.run.agent, call.purpose, call.step or 0, requests[call.seq])
+                    CallRequest(
+                        call.agent or trace.run.agent,  # a boundary target's handoff in a run
+                        call.purpose,
+                        call.step or 0,
+                        requests[call.seq],
+                    )
                 )
     return calls
 

@@ -4,7 +4,8 @@ The trace recorder takes these as it takes a live run's, so an imported run is s
 redacted and read back exactly like a recorded one. Events are put in the order of their
 spans' times (a model call's request at its start, its response at its end); the tool
 results of a program that ran its tools without spans come from the tool messages the next
-model call sent.
+model call sent. An event is its run's agent's, but where agentbench's own span names another
+(a boundary target's run, whose calls show the model another system prompt or tool list).
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class _Timeline:
                     )
                 )
             else:
-                made.append(event_type(**base, seq=seq, **fields))
+                made.append(event_type(**{**base, **fields}, seq=seq))
         return made
 
 
@@ -127,15 +128,33 @@ def _step_of(span_attributes: dict[str, Any], default: int) -> int:
     return int(span_attributes.get(c.STEP, default))
 
 
+def _agent_of(span: Any) -> dict[str, Any]:
+    """A span's own agent name, when it has one: a boundary target's framework may hand off
+    inside one run, so its spans name different agents under one `invoke_agent`."""
+    name = span.attributes.get(c.AGENT_NAME) if span is not None else None
+    return {"agent": name} if isinstance(name, str) and name else {}
+
+
 def _model_calls(timeline: _Timeline, run: ImportedRun) -> None:
     for number, (span, content) in enumerate(run.calls, 1):
         purpose = "memory" if span.attributes.get(c.PURPOSE) == "memory" else "agent"
         step = _step_of(span.attributes, number)
+        agent = _agent_of(span)
         timeline.add(
-            span.start_ns, ModelRequest, step=step, request=content.request, purpose=purpose
+            span.start_ns,
+            ModelRequest,
+            step=step,
+            request=content.request,
+            purpose=purpose,
+            **agent,
         )
         timeline.add(
-            span.end_ns, ModelResponse, step=step, response=content.response, purpose=purpose
+            span.end_ns,
+            ModelResponse,
+            step=step,
+            response=content.response,
+            purpose=purpose,
+            **agent,
         )
 
 
@@ -147,7 +166,7 @@ def _tool_calls(timeline: _Timeline, run: ImportedRun) -> None:
         step = _step_of(tool.span.attributes, 0) if tool.span is not None else 0
         if not step:  # the step of the model call that asked for it
             step = max((s for ns, s in steps if ns <= tool.start_ns), default=1)
-        common = {"step": step, "call_id": tool.call_id, "tool": tool.name}
+        common = {"step": step, "call_id": tool.call_id, "tool": tool.name, **_agent_of(tool.span)}
         if tool.rejected:
             reason = tool.rejected if tool.rejected in _REJECTIONS else "invalid_arguments"
             message = str(tool.span.attributes.get(c.TOOL_ERROR, "")) if tool.span else ""
@@ -159,11 +178,17 @@ def _tool_calls(timeline: _Timeline, run: ImportedRun) -> None:
                 message=message,
                 **common,
             )
-        elif tool.result is not None:  # else: a tool span with no result and no later message
-            arguments = loads(tool.arguments)
-            if not isinstance(arguments, dict):
-                arguments = {"arguments": tool.arguments}
-            timeline.add(tool.start_ns, ToolStarted, arguments=arguments, **common)
+            continue
+        # An agentbench call the run ended before it finished was started only; anyone
+        # else's tool span with no result and no later message is left out.
+        own = tool.span is not None and c.RUN_ID in tool.span.attributes
+        if tool.result is None and not own:
+            continue
+        arguments = loads(tool.arguments)
+        if not isinstance(arguments, dict):
+            arguments = {"arguments": tool.arguments}
+        timeline.add(tool.start_ns, ToolStarted, arguments=arguments, **common)
+        if tool.result is not None:
             timeline.add(
                 tool.end_ns,
                 ToolFinished,
@@ -225,7 +250,9 @@ def run_events(run: ImportedRun, run_ids: dict[str, str]) -> list[Any]:
     _tool_calls(timeline, run)
     _span_events(timeline, run, run_ids)
     events = timeline.events(base)
-    events.append(_finished(run, base, len(events)))
+    # A run finishes with the agent of its last step, as `replay.stored_events` reads one.
+    last = events[-1].agent if events else run.agent
+    events.append(_finished(run, {**base, "agent": last}, len(events)))
     return events
 
 

@@ -71,6 +71,16 @@ class _Timeline:
     def add(self, seq: int, event: Any) -> None:
         self.found.append((seq, len(self.found), event))
 
+    def of(self, row: Any) -> dict[str, Any]:
+        """The base fields of a row's events: its own agent when it has one (a boundary
+        target's framework handed off inside the run), else the run's."""
+        agent = getattr(row, "agent", None)
+        return self.base if agent is None else {**self.base, "agent": agent}
+
+    def last_agent(self) -> str:
+        """The agent of the latest event so far: the one a run finishes with."""
+        return max(self.found, key=lambda item: item[:2])[2].agent
+
     def events(self) -> list[Any]:
         return [event for _, _, event in sorted(self.found, key=lambda item: item[:2])]
 
@@ -95,14 +105,15 @@ def events_of(trace: RunTrace) -> list[Any]:
     for row in trace.tool_calls:
         _tool_call(row, timeline)
     for diff in trace.context_diffs:
-        timeline.add(diff.seq, _context_changed(diff, timeline.base))
+        timeline.add(diff.seq, _context_changed(diff, timeline.of(diff)))
     for record in trace.events:
-        event = _other(record, timeline.base)
+        event = _other(record, timeline.of(record))
         if event is not None:
             timeline.add(record.seq, event)
     if run.stop_reason is not None:
         seq = run.finished_seq if run.finished_seq is not None else timeline.fresh()
-        timeline.add(seq, _run_finished(trace, seq, timeline.base))
+        base = {**timeline.base, "agent": timeline.last_agent()}
+        timeline.add(seq, _run_finished(trace, seq, base))
     return timeline.events()
 
 
@@ -121,7 +132,7 @@ def _model_calls(trace: RunTrace, timeline: _Timeline) -> None:
         timeline.add(
             call.seq,
             ModelRequest(
-                **timeline.base,
+                **timeline.of(call),
                 seq=call.seq,
                 ts=call.ts,
                 step=call.step or 0,
@@ -136,7 +147,7 @@ def _model_calls(trace: RunTrace, timeline: _Timeline) -> None:
         timeline.add(
             seq,
             ModelResponse(
-                **timeline.base,
+                **timeline.of(call),
                 seq=seq,
                 ts=call.response_ts or call.ts,
                 step=call.step or 0,
@@ -163,7 +174,7 @@ def _response(call: LlmCallRecord) -> ChatResponse:
 def _tool_call(row: ToolCallRecord, timeline: _Timeline) -> None:
     # What every event of one tool call shares; each event adds its own seq and time.
     call = {
-        **timeline.base,
+        **timeline.of(row),
         "step": row.step or 0,
         "call_id": row.call_id,
         "tool": row.tool,

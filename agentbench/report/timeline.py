@@ -108,6 +108,7 @@ def _item(row: Any) -> dict[str, Any] | None:
             "error": clip(row.error),
             "effect": row.effect,
             "duration_ms": row.duration_ms,
+            "agent": row.agent,
         }
     if isinstance(row, ContextDiffRecord):
         return {
@@ -126,6 +127,7 @@ def _item(row: Any) -> dict[str, Any] | None:
             "kind": row.kind,
             "seq": row.seq,
             "step": row.step,
+            "agent": row.agent,
             "payload": {k: clip(v) for k, v in payload.items()}
             if isinstance(payload, dict)
             else {"value": clip(payload)},
@@ -139,6 +141,7 @@ def _llm(call: LlmCallRecord) -> dict[str, Any]:
         "kind": "llm",
         "seq": call.seq,
         "step": call.step,
+        "agent": call.agent,  # set when not the run's (a handoff inside a boundary run)
         "purpose": call.purpose,
         "model": call.model,
         "input_tokens": call.input_tokens,

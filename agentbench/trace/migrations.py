@@ -216,6 +216,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE runs ADD COLUMN caller VARCHAR;
         """,
     ),
+    Migration(
+        9,
+        "a step names its agent when it is not its run's",
+        # A boundary target's framework can hand off between agents inside one call of the
+        # function (one run): each row then says which agent it was. NULL: the run's agent
+        # (always so for the runtime, where a handoff starts a child run).
+        """
+        ALTER TABLE llm_calls ADD COLUMN agent VARCHAR;
+        ALTER TABLE tool_calls ADD COLUMN agent VARCHAR;
+        ALTER TABLE context_diffs ADD COLUMN agent VARCHAR;
+        ALTER TABLE events ADD COLUMN agent VARCHAR;
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].id
 MARKER_TABLE = "schema_migrations"

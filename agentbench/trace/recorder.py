@@ -276,6 +276,7 @@ class TraceRecorder:
             "attempts": None,
             "response_seq": None,
             "response_ts": None,
+            "agent": _step_agent(trace, event),
         }
         trace.rows.llm_calls.append(row)
         trace.waiting_llm[purpose] = row
@@ -302,7 +303,13 @@ class TraceRecorder:
     def _text_delta(self, trace: _RunTrace, event: Any) -> None:
         if trace.text is None or trace.text["step"] != event.step:
             self._flush_text(trace)
-            trace.text = {"seq": event.seq, "step": event.step, "ts": event.ts, "parts": []}
+            trace.text = {
+                "seq": event.seq,
+                "step": event.step,
+                "ts": event.ts,
+                "agent": _step_agent(trace, event),
+                "parts": [],
+            }
         trace.text["parts"].append(event.text)
 
     def _flush_text(self, trace: _RunTrace) -> None:
@@ -318,11 +325,12 @@ class TraceRecorder:
                 "ts": text["ts"],
                 "kind": "text_delta",
                 "payload": self._json(payload),
+                "agent": text["agent"],
             }
         )
 
     # -- tools -----------------------------------------------------------------------------
-    def _tool_row(self, event: Any, arguments: str | None) -> dict[str, Any]:
+    def _tool_row(self, trace: _RunTrace, event: Any, arguments: str | None) -> dict[str, Any]:
         return {
             "run_id": event.run_id,
             "seq": event.seq,
@@ -340,17 +348,18 @@ class TraceRecorder:
             "stops_run": None,
             "finished_seq": None,
             "finished_ts": None,
+            "agent": _step_agent(trace, event),
         }
 
     def _tool_started(self, trace: _RunTrace, event: Any) -> None:
-        row = self._tool_row(event, self._json(event.arguments))
+        row = self._tool_row(trace, event, self._json(event.arguments))
         trace.rows.tool_calls.append(row)
         trace.tools[event.call_id] = row
 
     def _tool_finished(self, trace: _RunTrace, event: Any) -> None:
         row = trace.tools.pop(event.call_id, None)
         if row is None:
-            row = self._tool_row(event, self._json(event.arguments))
+            row = self._tool_row(trace, event, self._json(event.arguments))
             trace.rows.tool_calls.append(row)
         result = event.result
         row.update(
@@ -367,7 +376,7 @@ class TraceRecorder:
 
     def _tool_call_rejected(self, trace: _RunTrace, event: Any) -> None:
         # The raw text is kept as a JSON string: it is what the model sent, parseable or not.
-        row = self._tool_row(event, self._json(event.raw_arguments))
+        row = self._tool_row(trace, event, self._json(event.raw_arguments))
         row.update(
             result_kind="rejected",
             result=self._json({"reason": event.reason}),
@@ -397,6 +406,7 @@ class TraceRecorder:
                 # NULL means "no value" (before an add, after a remove); JSON null is a value.
                 "old": None if absent(event.op == "add", event.old) else dumps(event.old),
                 "new": None if absent(event.op == "remove", event.new) else dumps(event.new),
+                "agent": _step_agent(trace, event),
             }
         )
 
@@ -410,6 +420,7 @@ class TraceRecorder:
                 "ts": event.ts,
                 "kind": event.kind,
                 "payload": self._json(payload),
+                "agent": _step_agent(trace, event),
             }
         )
 
@@ -425,3 +436,10 @@ class TraceRecorder:
         if isinstance(raw, dict) and raw.get("object") == STREAM_OBJECT:
             data["raw"] = {**raw, "chunks": redact_chunks(raw.get("chunks") or [], self.redactor)}
         return self._json(data)
+
+
+def _step_agent(trace: _RunTrace, event: Any) -> str | None:
+    """A row's `agent`: the event's when it is not the run's (a boundary target's framework
+    handed off inside one run), else NULL."""
+    agent = getattr(event, "agent", None)
+    return None if agent is None or agent == trace.run["agent"] else str(agent)

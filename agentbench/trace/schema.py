@@ -4,7 +4,10 @@ Tables (DESIGN.md): `runs` (one row per agent run), `llm_calls` (per model call,
 stored as a diff), `tool_calls` (per tool call, including rejected ones), `context_diffs` (per
 changed context variable) and `events` (every other event kind, as a JSON payload, so kinds
 added later are kept without code changes). Every row carries the run id and the `seq` of the
-event it came from, so a run's timeline is all its rows ordered by `seq`.
+event it came from, so a run's timeline is all its rows ordered by `seq`. A child row's
+`agent` is set only when its event's agent is not the run's: a boundary target's framework may
+pass control between agents inside one run, where the runtime starts a child run; NULL (every
+row of the runtime's, and every row stored before schema 9) means the run's agent.
 
 Columns typed `JsonText` hold JSON text (DuckDB: `col->>'$.field'` reads into them). The
 migrations in `migrations.py` create the same columns; a test keeps the two in step.
@@ -136,6 +139,7 @@ class LlmCallRecord(TraceRecord):
     attempts: int | None = None
     response_seq: int | None = None  # seq and time of the ModelResponse
     response_ts: datetime | None = None
+    agent: str | None = None  # the step's agent when it is not the run's (module docstring)
 
 
 class ToolCallRecord(TraceRecord):
@@ -159,6 +163,7 @@ class ToolCallRecord(TraceRecord):
     # ToolStarted came first
     finished_seq: int | None = None
     finished_ts: datetime | None = None
+    agent: str | None = None
 
 
 class ContextDiffRecord(TraceRecord):
@@ -173,6 +178,7 @@ class ContextDiffRecord(TraceRecord):
     op: str
     old: JsonText | None = None
     new: JsonText | None = None
+    agent: str | None = None
 
 
 class EventRecord(TraceRecord):
@@ -184,6 +190,7 @@ class EventRecord(TraceRecord):
     ts: datetime
     kind: str
     payload: JsonText
+    agent: str | None = None
 
 
 RECORDS: dict[str, type[TraceRecord]] = {

@@ -395,11 +395,14 @@
     return el("div", "", parts);
   }
 
+  // A boundary target's framework may hand off inside one run: its items name their agent.
+  function stepOf(it) { return "step " + txt(it.step) + (it.agent ? " (" + txt(it.agent) + ")" : "") + " "; }
+
   function llmItem(it) {
     var r = it.request || {};
     var calls = (it.tool_calls || []).map(function (c) { return c.name; });
     var outcome = calls.length ? "→ " + calls.join(", ") : "→ " + txt(it.text).slice(0, 80);
-    var head = ["step " + txt(it.step) + " ", el("span", "k", ["model call" + (it.purpose && it.purpose !== "agent" ? " [" + it.purpose + "]" : "")]),
+    var head = [stepOf(it), el("span", "k", ["model call" + (it.purpose && it.purpose !== "agent" ? " [" + it.purpose + "]" : "")]),
       txt(it.model) + " · " + int(it.input_tokens) + " → " + int(it.output_tokens) + " tokens · " + ms(it.latency_ms) +
       " · " + txt(it.messages) + " msgs (+" + txt(it.added) + " −" + txt(it.dropped) + ") " + outcome];
     var body = [];
@@ -420,8 +423,8 @@
   }
 
   function toolItem(it) {
-    var head = ["step " + txt(it.step) + " ", el("span", "k", ["tool " + txt(it.tool)]),
-      "→ ", el("span", "r-" + it.result_kind, [txt(it.result_kind)]), " · " + ms(it.duration_ms) + " · " + txt(it.effect)];
+    var head = [stepOf(it), el("span", "k", ["tool " + txt(it.tool)]),
+      "→ ", el("span", "r-" + it.result_kind, [txt(it.result_kind)]), " · " + ms(it.duration_ms) + " · effect " + txt(it.effect)];
     var body = [el("div", "", ["arguments"]), pre(pretty(it.arguments)), el("div", "", ["result"]), pre(pretty(it.result))];
     if (it.error) { body.push(el("div", "", ["error"]), pre(it.error)); }
     return fold(head, body);
@@ -429,7 +432,7 @@
 
   function eventItem(it) {
     var p = it.payload || {};
-    var step = "step " + txt(it.step) + " ";
+    var step = stepOf(it);
     if (it.kind === "context") {
       return fold([step, el("span", "k", ["context"]), it.scope + "." + it.key + " " + it.op],
         [pre(txt(it.old) + " → " + txt(it.new))]);
