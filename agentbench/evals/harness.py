@@ -520,7 +520,11 @@ class Harness:
         )
         root = suite.root  # once: for a suite loaded by a relative path it asks the OS
         scorers = [spec.build(base_dir=root) for spec in expectations]
-        scores = await score_all(scorers, context)
+        try:
+            scores = await score_all(scorers, context)
+        finally:
+            if judge is not None:
+                await judge.aclose()
         # Change values carry the current request text: redacted before anything keeps them.
         drifts = redact.value([d.as_dict() for d in outcome.located_drifts()])
         drift_reason = outcome.drift_reason()

@@ -59,3 +59,9 @@ class JudgeRecorder:
     def save(self, *, record: bool) -> None:
         if record and isinstance(self.model, RecordingModel) and self.model.cassette.interactions:
             self.model.cassette.save(self.path)
+
+    async def aclose(self) -> None:
+        """Let go of a live judge's connections, which belong to the trial's event loop."""
+        closer = getattr(self.model, "aclose", None)
+        if closer is not None:
+            await closer()
