@@ -162,14 +162,54 @@ def test_imported_trace_promotes_and_replays_against_an_agentbench_agent(
     code, out, err = cli(capsys, "replay", str(cassette), "--db", str(tmp_path / "r.duckdb"))
     assert code == 0, out + err
     assert "behaviour unchanged" in out and "verdict: unchanged" in out
-    # openai-v2 does not record tool definitions: the only drift is that the agent sends them.
-    assert "tools: added" in out and "messages[" not in out
+    # openai-v2 does not record tool definitions: the agent's are not compared, and said so.
+    assert "request drift" not in out and "tools: added" not in out
+    assert "not compared: tools (the trace the recording was made from did not" in out
+    # So the promoted case passes `agentbench run` too, where drift would fail it.
+    code, out, err = cli(
+        capsys, "run", str(suite), "--db", str(tmp_path / "e.duckdb"), "--no-report"
+    )
+    assert code == 0, out + err
     # A changed tool: the replay names the step where behaviour diverged.
     agent_file.write_text(agent_file.read_text().replace('"paris": 21.0', '"paris": 25.0'))
     code, out, err = cli(capsys, "replay", str(cassette), "--db", str(tmp_path / "r.duckdb"))
     assert code == 1, out + err
     assert "tool_result_changed" in out or "result changed" in out, out
     assert "get_weather" in out and "25.0" in out
+
+
+def test_a_tool_result_spelled_another_way_is_not_drift(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The program sent `json.dumps(result)`; an agentbench tool returning the same dict is
+    sent as compact JSON. Against a recording from a trace, the data is what is compared."""
+    db = tmp_path / "t.duckdb"
+    run_id = imported(capsys, recorded(tmp_path, "openai-v2"), db)
+    agent_file = tmp_path / "app" / "weather_agent.py"
+    agent_file.parent.mkdir()
+    source = AGENT.read_text()
+    dumped = 'return json.dumps({"city": city, "celsius": CELSIUS.get(city.lower())})'
+    assert dumped in source
+    source = source.replace("def get_weather(city: str) -> str:", "def get_weather(city: str):")
+    agent_file.write_text(source.replace(dumped, dumped.replace("json.dumps(", "(")))
+    suite = tmp_path / "suite"
+    code, _, err = cli(
+        capsys,
+        "promote",
+        run_id,
+        "--suite",
+        str(suite),
+        "--agent",
+        f"{agent_file}:agent",
+        "--db",
+        str(db),
+    )
+    assert code == 0, err
+    code, out, err = cli(
+        capsys, "run", str(suite), "--db", str(tmp_path / "e.duckdb"), "--no-report", "--json"
+    )
+    assert code == 0, out + err
+    assert json.loads(out)["results"][0]["drifts"] == []
 
 
 def test_spans_without_content_import_with_a_note(

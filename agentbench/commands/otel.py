@@ -147,13 +147,12 @@ def import_otel(db: Path | None, wait_s: float, paths: tuple[Path, ...], max_mb:
         if missing:
             unreplayable += 1
             click.echo(f"  cannot be replayed: {missing}")
-        elif any(
-            "tools" not in content.request and content.response.tool_calls
-            for _, content in run.calls
-        ):
+        elif (recorded := run.recorded_fields()) is not None:
+            unknown = "" if "tools" in recorded else " (no tool definitions)"
             click.echo(
-                "  note: the spans carry no tool definitions (openai-v2 does not record them): "
-                "a replay reports the agent's `tools` as request drift"
+                f"  note: the spans record only {', '.join(recorded)} of each request"
+                f"{unknown}: a replay compares only those, so what they could not know is "
+                "never request drift"
             )
     click.echo(
         f"{len(summary.stored)} run(s) stored in {store.path}"

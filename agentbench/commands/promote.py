@@ -8,6 +8,11 @@ is loaded again afterwards; if the new case does not validate, nothing is kept.
 Expectations copied from a run are only as good as the run, so a run handed off from another
 is promoted from the root of its conversation (the suite's agent starts there), and a run that
 did not finish, failed its eval case or had request drift is refused unless `--force` is given.
+
+A run imported from a trace (`traces import-otel`) bears the name its service had; its steps
+are recorded under the name of the suite's agent (an agentbench `Agent`, or the user's own
+function: a boundary target), which replays it, and the command says which request fields
+the trace did not record (replay does not compare them).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from agentbench.evals.dataset import load_suite
 from agentbench.evals.suite_files import SUITE_FILE
 from agentbench.evals.suite_models import Suite, repository_root
 from agentbench.replay.convert import cassette_from_store
+from agentbench.replay.drift import TraceSource
 from agentbench.trace import queries
 from agentbench.trace.store import TraceStore
 
@@ -44,7 +50,7 @@ WITH RECURSIVE tree(run_id) AS (
     UNION
     SELECT runs.run_id FROM runs JOIN tree ON runs.parent_run_id = tree.run_id
 )
-SELECT run_id, agent, status, stop_reason, error, not_replayable, model FROM runs
+SELECT run_id, agent, status, stop_reason, error, not_replayable, model, origin FROM runs
 WHERE run_id IN (SELECT run_id FROM tree) ORDER BY started_at, run_id
 """
 
@@ -375,7 +381,9 @@ def promote(
         )
     for problem in problems:
         click.echo(f"warning: promoting anyway (--force): {problem}", err=True)
-    cassette = cassette_from_store(store, stored.root)
+    imported = any(run.get("origin") for run in stored.runs)
+    agent = _agent_name(suite) if imported else None
+    cassette = cassette_from_store(store, stored.root, agent=agent)
     info = cassette.info
     case_id = case_id or f"promoted-{re.sub(r'[^A-Za-z0-9]', '', info['source_run'])[-10:]}"
     if any(case.id == case_id for case in suite.cases):
@@ -405,4 +413,27 @@ def promote(
     at = f"{source[0].resolve()}:{source[1]}" if source else str(cases_file.resolve())
     click.echo(f"case {case_id} added to suite {reloaded.name} at {at}")
     click.echo(f"cassette {cassette_path}")
+    source = TraceSource.of(info)
+    if source is not None and source.recorded_fields is not None:
+        click.echo(
+            f"the trace recorded only {', '.join(sorted(source.recorded_fields))} of each "
+            "request: replay compares those, and not what it could not know (tool "
+            "definitions, tool_choice, other settings)"
+        )
     return 0
+
+
+def _agent_name(suite: Suite) -> str | None:
+    """The name the suite's agent goes by (an Agent's name, a function's), None with a
+    warning when its module cannot be imported here."""
+    from agentbench.evals.harness import agent_for
+
+    try:
+        return str(agent_for(suite).name)
+    except Exception as exc:  # the user's module ran: whatever its import raised
+        click.echo(
+            f"warning: agent {suite.agent} could not be loaded ({type(exc).__name__}: "
+            f"{exc}); the case's steps keep the trace's agent name",
+            err=True,
+        )
+        return None

@@ -16,7 +16,10 @@ Instrumentations disagree about where content goes, and each form is read:
   (`input.mime_type: application/json`), else `llm.input_messages.N.message.*`.
 
 A span with none of them has no content: `CallContent.missing` says which attributes were
-looked for, so the import can say why the run cannot be replayed.
+looked for, so the import can say why the run cannot be replayed. Only OpenInference's bodies
+and agentbench's own spans hold the whole request; every other form holds the model, the
+messages and the settings the span names, and tool definitions only where it has a place for
+them, so `CallContent.recorded_fields` says which request fields the span could tell.
 """
 
 from __future__ import annotations
@@ -62,6 +65,10 @@ class CallContent:
     response: ChatResponse
     missing: str | None = None
     form: str = ""  # which convention the content came in, for the import's summary
+    # The top-level request fields the span recorded (None: the whole request); the others
+    # (tool definitions where the form has no place for them, tool_choice, settings the span
+    # does not name) were sent or not, nobody can tell.
+    recorded_fields: frozenset[str] | None = None
 
 
 class SpanContentError(ValueError):
@@ -163,6 +170,12 @@ def _request(span: Span, messages: list[dict[str, Any]], tools: list[dict[str, A
     return request
 
 
+def _recorded(request: dict[str, Any], *, tools: bool) -> frozenset[str]:
+    """The fields a span that holds part of the request recorded: the model, the messages,
+    the settings it names, and `tools` when it has a place for tool definitions."""
+    return frozenset(request) | {"model", "messages"} | ({"tools"} if tools else set())
+
+
 # -- the latest conventions ------------------------------------------------------------------------
 def _latest(span: Span) -> CallContent | None:
     attributes = span.attributes
@@ -188,10 +201,14 @@ def _latest(span: Span) -> CallContent | None:
         raise SpanContentError(f"{span.where}: attribute {c.INPUT_MESSAGES}: {exc}") from None
     tools = _tool_definitions(_json(attributes.get(c.TOOL_DEFINITIONS), span, c.TOOL_DEFINITIONS))
     finish = finish or next(iter(_finish_reasons(span)), None)
+    request = _request(span, messages, tools)
+    # agentbench's own spans carry every other field in REQUEST_REST: the whole request.
+    own = c.RUN_ID in attributes
     return CallContent(
-        _request(span, messages, tools),
+        request,
         _response(span, text, calls, finish, reasoning),
         form="gen_ai.input.messages",
+        recorded_fields=None if own else _recorded(request, tools=c.TOOL_DEFINITIONS in attributes),
     )
 
 
@@ -273,10 +290,12 @@ def _events(span: Span, logs: list[LogRecord]) -> CallContent | None:
         ]
         finish = choice.get("finish_reason")
     finish = finish or next(iter(_finish_reasons(span)), None)
+    request = _request(span, messages, [])
     return CallContent(
-        _request(span, messages, []),
+        request,
         _response(span, text, calls, finish, None),
         form="GenAI events (v1.30)",
+        recorded_fields=_recorded(request, tools=False),
     )
 
 
@@ -374,10 +393,12 @@ def _prompt_attributes(span: Span) -> CallContent | None:
         iter(_finish_reasons(span)), None
     )
     text = answer.get("content") if not calls or answer.get("content") else None
+    request = _request(span, messages, [])
     return CallContent(
-        _request(span, messages, []),
+        request,
         _response(span, text, calls, finish, None),
         form="gen_ai.prompt attributes (pre-1.27)",
+        recorded_fields=_recorded(request, tools=False),
     )
 
 
@@ -387,6 +408,7 @@ def _openinference(span: Span) -> CallContent | None:
     if attributes.get("openinference.span.kind") != "LLM":
         return None
     request = None
+    recorded: frozenset[str] | None = None  # the body: the whole request
     if attributes.get("input.mime_type") == "application/json" and "input.value" in attributes:
         request = _json(attributes["input.value"], span, "input.value")
     if not isinstance(request, dict) or "messages" not in request:
@@ -395,6 +417,8 @@ def _openinference(span: Span) -> CallContent | None:
             return None
         messages = [_prompt_message(_flat_message(item)) for item in listed]
         request = _request(span, messages, _openinference_tools(attributes))
+        tools = any(key.startswith("llm.tools.") for key in attributes)
+        recorded = _recorded(request, tools=tools)
     response = None
     if attributes.get("output.mime_type") == "application/json" and "output.value" in attributes:
         body = _json(attributes["output.value"], span, "output.value")
@@ -419,7 +443,7 @@ def _openinference(span: Span) -> CallContent | None:
         ]
         text = answer.get("content") if not calls or answer.get("content") else None
         response = _response(span, text, calls, next(iter(_finish_reasons(span)), None), None)
-    return CallContent(request, response, form="OpenInference")
+    return CallContent(request, response, form="OpenInference", recorded_fields=recorded)
 
 
 def _flat_message(item: dict[str, Any]) -> dict[str, Any]:

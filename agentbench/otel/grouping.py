@@ -88,6 +88,13 @@ class ImportedRun:
         notes = [content.missing for _, content in self.calls if content.missing]
         return notes[0] if notes else None
 
+    def recorded_fields(self) -> list[str] | None:
+        """The request fields the run's spans recorded (None: whole requests). A setting one
+        call's span names is one the instrumentation records: its absence elsewhere means
+        that call did not send it."""
+        partial = [c.recorded_fields for _, c in self.calls if c.recorded_fields is not None]
+        return sorted(frozenset().union(*partial)) if partial else None
+
     def start_ns(self) -> int:
         starts = [self.root.start_ns] if self.explicit else []
         starts += [span.start_ns for span, _ in self.calls]
@@ -209,6 +216,8 @@ def _read_tool(span: Span) -> ImportedTool:
 def _tool_result(span: Span) -> ToolResult | None:
     attributes = span.attributes
     kind = attributes.get(c.RESULT_KIND)
+    if kind is None and c.RUN_ID in attributes:
+        return None  # agentbench writes every result's kind: this call never finished
     if kind is None:
         kind = "system_error" if span.status_code == 2 else "ok"
     if c.TOOL_RESULT in attributes:

@@ -60,6 +60,9 @@ def _origin(run: ImportedRun, source: str) -> str:
     }
     if run.joined_traces:
         origin["joined_traces"] = run.joined_traces
+    recorded = run.recorded_fields()
+    if recorded is not None:  # what a replay can compare (`replay.drift.TraceSource`)
+        origin["recorded_fields"] = recorded
     return json.dumps(origin, ensure_ascii=False)
 
 

@@ -3,9 +3,12 @@
 A stored run (with the runs it handed off to) becomes a cassette: its rebuilt requests and
 recorded responses as interactions, its input, context, tool results and trajectory as
 metadata — so a production trace can be replayed against changed code, or promoted to a
-golden case. The trajectory is rebuilt from the stored rows as typed events, then reduced by
-the same `trajectory()` a live run uses, so both sides of a comparison are made alike. A
-cassette goes the other way by feeding equivalent events to the store's recorder.
+golden case. A run imported from a trace (`traces import-otel`) says what its spans recorded
+of each request, and its cassette keeps that (`imported_trace`), so replay compares only what
+the trace knew (`replay.drift.TraceSource`). The trajectory is rebuilt from the stored rows
+as typed events, then reduced by the same `trajectory()` a live run uses, so both sides of a
+comparison are made alike. A cassette goes the other way by feeding equivalent events to the
+store's recorder.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentbench.replay.cassette import Cassette, Interaction
+from agentbench.replay.drift import TraceSource
 from agentbench.replay.session import tool_results
 from agentbench.replay.stored_events import events_of, loads
 from agentbench.replay.trajectory import Step, canonical, trajectory
@@ -83,8 +87,10 @@ def stored_trajectory(store: TraceStore, run_id: str) -> list[Step]:
     return trajectory([e for t in conversation(store, run_id) for e in events_of(t)])
 
 
-def cassette_from_store(store: TraceStore, run_id: str) -> Cassette:
-    """A cassette that replays a stored run (and the runs it handed off to)."""
+def cassette_from_store(store: TraceStore, run_id: str, *, agent: str | None = None) -> Cassette:
+    """A cassette that replays a stored run (and the runs it handed off to). `agent` is the
+    name the agent that will replay it goes by, when it is not the run's: a run imported from
+    a trace bears the service's name, and a step's agent is part of what is compared."""
     traces = conversation(store, run_id)
     root, last = traces[0].run, traces[-1].run
     interactions: list[Interaction] = []
@@ -124,7 +130,42 @@ def cassette_from_store(store: TraceStore, run_id: str) -> Cassette:
         trajectory=[s.as_dict() for s in trajectory(events)],
         tool_results=tool_results(events),
     )
+    source = trace_source(traces)
+    if source is not None:
+        cassette.update_info(**{TraceSource.INFO_KEY: source.as_info()})
+    if agent is not None and agent != root.agent:
+        _rename_agent(cassette.info, root.agent, agent)
     return cassette
+
+
+def _rename_agent(info: dict[str, Any], old: str, new: str) -> None:
+    """The recorded session's agent `old` called `new` wherever a comparison sees its name."""
+    for run in info["runs"]:
+        if run["agent"] == old:
+            run["agent"] = new
+    for step in info["trajectory"]:
+        if step["agent"] == old:
+            step["agent"] = new
+            step["signature"][1] = new
+        if step["kind"] == "handoff" and step["detail"].get("to") == old:
+            step["detail"]["to"] = new
+
+
+def trace_source(traces: list[RunTrace]) -> TraceSource | None:
+    """What the imported traces a conversation's runs came from recorded of the requests;
+    None when none was imported. Runs from different traces are compared on the fields all
+    of them recorded."""
+    origins = [o for t in traces if isinstance(o := loads(t.run.origin), dict)]
+    if not origins:
+        return None
+    instrumentations = dict.fromkeys(str(o.get("instrumentation") or "?") for o in origins)
+    partial = [
+        frozenset(map(str, o["recorded_fields"]))
+        for o in origins
+        if isinstance(o.get("recorded_fields"), list)
+    ]
+    fields = frozenset.intersection(*partial) if partial else None
+    return TraceSource(", ".join(instrumentations), fields)
 
 
 def _failed_call(

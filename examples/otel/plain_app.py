@@ -9,7 +9,9 @@ The instrumentation (`opentelemetry-instrumentation-openai-v2`, with message con
 span attributes on the latest conventions, or as v1.30 log events — or OpenInference's
 `openinference-instrumentation-openai`) sends its spans over OTLP/HTTP to ENDPOINT, as it
 would to a production collector. `agentbench traces import-otel` reads what the collector
-wrote, and `examples/otel/weather_agent.py` is the same program as an agentbench agent.
+wrote; `ask` is the program as a golden suite's agent (`agentbench promote RUN --suite DIR
+--agent examples/otel/plain_app.py:ask`), and `examples/otel/weather_agent.py` the same
+program written as an agentbench agent.
 """
 
 from __future__ import annotations
@@ -99,6 +101,16 @@ def answer(client: object, model: str, question: str) -> str:
                 {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
             )
     return "I could not find out."
+
+
+def ask(question: str, target: object) -> str:
+    """The program's answer with its client pointed where a golden suite says (`target`: an
+    `agentbench.TargetContext`, with the loopback server's base URL): the production code
+    itself replays its recorded sessions."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=target.base_url, api_key=target.api_key)  # type: ignore[attr-defined]
+    return answer(client, target.model, question)  # type: ignore[attr-defined]
 
 
 def main() -> None:
