@@ -323,3 +323,29 @@ def test_replay_of_the_cassette_says_to_run_its_case(
     assert code == 2, err
     assert "runs the function ../weather_app.py:answer (a boundary target)" in err
     assert f"--filter {cassette.stem}" in err and "bug" not in err
+
+
+def test_agentbench_s_own_export_of_the_app_s_runs_promotes_as_well(
+    promoted: Promoted, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The app's runs as agentbench stored them, exported as OTel spans and imported
+    elsewhere (agentbench's own spans hold whole requests), promote to the app's function."""
+    folder = promoted.copy(tmp_path / "app")
+    assert run_suite(capsys, folder)[0] == 0
+    spans, store = folder / "own.jsonl", folder / "own.duckdb"
+    exported = ["traces", "export-otel", "--db", str(folder / "e.duckdb"), "--out", str(spans)]
+    assert main([*exported, "--content"]) == 0
+    assert main(["traces", "import-otel", str(spans), "--db", str(store)]) == 0
+    run_id = capsys.readouterr().out.split("stored ")[1].split()[0]
+    shutil.rmtree(folder / "suite")
+    agent = str(folder / "weather_app.py") + ":answer"
+    promote = ["promote", run_id, "--suite", str(folder / "suite"), "--agent", agent]
+    assert main([*promote, "--db", str(store)]) == 0
+    said = capsys.readouterr().out
+    assert "the trace recorded only" not in said  # the whole request: every field compared
+    code, result = run_suite(capsys, folder)
+    assert code == 0, reasons(result)
+    edit(folder / "weather_app.py", '"paris": 12', '"paris": 40')
+    code, result = run_suite(capsys, folder)
+    assert code == 1
+    assert "step 1 (answer) tool_result_changed: tool call get_wind" in reasons(result)
