@@ -508,13 +508,27 @@ def _diff_message(old: Any, new: Any, path: str, out: list[Change], results_as_j
     _diff(old, new, path, out, results_as_json)
 
 
+def _alignment_keys(
+    old: list[Any], new: list[Any], results_as_json: bool
+) -> tuple[list[bytes], list[bytes]]:
+    """Each message's bytes as messages are aligned: a message the other side holds as it is
+    keeps its own; only the others have their JSON texts parsed (`_comparable`), which costs."""
+    keys_old = [_json.canonical(m) for m in old]
+    keys_new = [_json.canonical(m) for m in new]
+    both = set(keys_old).intersection(keys_new)
+    for keys, messages in ((keys_old, old), (keys_new, new)):
+        for index, key in enumerate(keys):
+            if key not in both:
+                keys[index] = _json.canonical(_comparable(messages[index], results_as_json))
+    return keys_old, keys_new
+
+
 def _diff_messages(
     old: list[Any], new: list[Any], out: list[Change], results_as_json: bool
 ) -> None:
     """Align messages by content, so an inserted or dropped message is named as such."""
     old = unmasked(old, new)  # a recorded message with masked secrets pairs with its own
-    keys_old = [_json.canonical(_comparable(m, results_as_json)) for m in old]
-    keys_new = [_json.canonical(_comparable(m, results_as_json)) for m in new]
+    keys_old, keys_new = _alignment_keys(old, new, results_as_json)
     matcher = difflib.SequenceMatcher(a=keys_old, b=keys_new, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
