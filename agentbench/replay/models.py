@@ -305,6 +305,7 @@ class ReplayModel:
         ):
             self._fingerprints = dict(enumerate(stored))
         self._forked = False
+        self._reordered = False  # `prefer` moved a call: this replay's cassette is its own
 
     @property
     def exhausted(self) -> bool:
@@ -360,6 +361,47 @@ class ReplayModel:
         # Parsed just now and ours alone, so set in place: what model_copy(update=) would give.
         assign(response, "latency_ms", (time.perf_counter() - started) * 1000)
         return response
+
+    def prefer(self, request: dict[str, Any], among: Iterable[int]) -> int | None:
+        """Answer the next call with whichever recorded call of `among` (0-based positions,
+        not yet answered) was asked exactly `request`, moving it to the next position; None
+        when the next one is asked it already, or none of them was. For calls an agent made
+        at once (sub-agents gathered, parallel branches): they reach the replay in whatever
+        order the machine runs them, so the recording's order among them says nothing.
+        Returns the position moved."""
+        index = self.calls
+        interactions = self.cassette.interactions
+        if index >= len(interactions) or self._same(index, request):
+            return None
+        for other in sorted(among):
+            if index < other < len(interactions) and self._same(other, request):
+                if not self._reordered:  # the cassette may be shared with other trials
+                    self.cassette = Cassette(
+                        list(interactions), self.cassette.metadata, self.cassette.path
+                    )
+                    self._reordered = True
+                moved = self.cassette.interactions
+                moved[index], moved[other] = moved[other], moved[index]
+                first, second = self._fingerprints.get(index), self._fingerprints.get(other)
+                for position, value in ((index, second), (other, first)):
+                    if value is None:
+                        self._fingerprints.pop(position, None)
+                    else:
+                        self._fingerprints[position] = value
+                return other
+        return None
+
+    def _same(self, index: int, request: dict[str, Any]) -> bool:
+        """Whether `request` is the recorded request of position `index`, by fingerprint."""
+        recorded = self.cassette.interactions[index].request
+        source = self.source
+        compared, asked = recorded, request
+        if source is not None and source.recorded_fields is not None:
+            compared, asked = source.known(recorded), source.known(request)
+        expected = self._fingerprints.get(index)
+        if expected is None:
+            expected = self._fingerprints[index] = self._recorded_fingerprint(compared)
+        return expected == self._fingerprint(asked)
 
     def _changes(
         self, index: int, recorded: dict[str, Any], request: dict[str, Any]
