@@ -284,7 +284,7 @@ class Journey:
 @pytest.fixture(scope="module")
 def journey(tmp_path_factory: pytest.TempPathFactory) -> Journey:
     repo = tmp_path_factory.mktemp("journey") / "repo"
-    suite = repo / "golden" / "weather"
+    suite = repo / "suites" / "weather"
     (suite / "cases").mkdir(parents=True)
     (suite / "agent.py").write_text(AGENT)
     (suite / "suite.yaml").write_text(SUITE)
@@ -466,7 +466,7 @@ def test_bisect_finds_the_commit(journey: Journey) -> None:
         "--bad",
         journey.bad,
         "--suite",
-        "golden/weather",
+        "suites/weather",
         "--db",
         str(journey.db),
         cwd=journey.repo,
@@ -479,8 +479,8 @@ def test_bisect_finds_the_commit(journey: Journey) -> None:
 def test_promote_a_boundary_run_into_a_case_that_passes(journey: Journey, tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     shutil.copytree(journey.repo, repo)
-    suite = repo / "golden" / "weather"
-    git(repo, "checkout", "-q", journey.good, "--", "golden/weather/agent.py")
+    suite = repo / "suites" / "weather"
+    git(repo, "checkout", "-q", journey.good, "--", "suites/weather/agent.py")
     run = journey.run_of(journey.baseline, "forecast")
     code, out = offline(
         "promote", run, "--suite", str(suite), "--id", "forecast-again", "--db", str(journey.db)
@@ -526,3 +526,88 @@ def test_report_shows_the_traffic_of_a_boundary_run(journey: Journey, browser: A
     # The first divergence, as the terminal said it.
     assert "step 1 (forecaster) tool_result_changed" in text
     assert in_browser._errors(browser) == []
+
+
+def test_replay_a_boundary_cassette(journey: Journey, tmp_path: Path) -> None:
+    cassettes = journey.suite / "cassettes"
+    db = str(tmp_path / "replays.duckdb")
+    code, out = offline("replay", str(cassettes / "paris.yaml"), "--db", db)
+    assert code == 0, out
+    assert "behaviour unchanged: every step matches the recording" in out
+    code, out = offline("replay", str(cassettes / "follow_up.yaml"), "--db", db)
+    assert code == 0 and "original: 8 steps; new: 8 steps" in out, out
+    code, out = offline("replay", str(cassettes / "forecast.yaml"), "--db", db)
+    assert code == 1, out
+    assert (
+        "first divergence — step 1 (forecaster) tool_result_changed: tool call forecast\n"
+        "    result.tomorrow_c: 19 → 20"
+    ) in out
+    assert "step 2 (forecaster) request_drift: model call #3\n      messages[5].content" in out
+    code, out = offline(
+        "replay", str(cassettes / "forecast.yaml"), "--strict", "--json", "--db", db
+    )
+    assert code == 1, out
+    report = orjson.loads(out)
+    assert report["first"]["class"] == "tool_result_changed"
+    assert (report["first"]["step"], report["first"]["agent"]) == (1, "forecaster")
+    assert "replay stopped at model call #3 (--strict)" in report["counterfactual"]
+    # The replayed runs are stored as replays of the recording's.
+    with duckdb.connect(db, read_only=True) as conn:
+        (count,) = conn.execute("SELECT count(*) FROM runs WHERE replay_of IS NOT NULL").fetchone()
+    assert count == 5  # follow_up is two runs, one a turn
+
+
+def test_replay_refuses_tool_policies_for_a_boundary_target(journey: Journey) -> None:
+    cassette = journey.suite / "cassettes" / "paris.yaml"
+    code, out = offline(
+        "replay",
+        str(cassette),
+        "--tool",
+        "weather=recorded",
+        "--db",
+        str(journey.repo.parent / "refused.duckdb"),
+    )
+    assert code == 2, out
+    assert "--tools and --tool apply to an agentbench Agent: a boundary target runs its own " in out
+
+
+def test_replay_with_agent_and_of_a_stored_run(journey: Journey, tmp_path: Path) -> None:
+    db = str(tmp_path / "replays.duckdb")
+    cassette = str(journey.suite / "cassettes" / "forecast.yaml")
+    code, out = offline(
+        "replay", cassette, "--agent", "suites.weather.agent:agent", "--db", db, cwd=journey.repo
+    )
+    assert code == 1 and "step 1 (forecaster) tool_result_changed" in out, out
+    # A run of the current code replays unchanged; the baseline's shows the change.
+    stores = ("--db", str(journey.db))
+    current = journey.run_of(journey.current, "forecast")
+    code, out = offline("replay", current, "--suite", str(journey.suite), *stores)
+    assert code == 0 and f"replay of run {current}" in out and "unchanged" in out, out
+    before = journey.run_of(journey.baseline, "forecast")
+    code, out = offline(
+        "replay", before, "--agent", "suites.weather.agent:agent", *stores, cwd=journey.repo
+    )
+    assert code == 1 and "step 1 (forecaster) tool_result_changed" in out, out
+
+
+def test_replay_live_from_continues_live(journey: Journey, tmp_path: Path) -> None:
+    fork = tmp_path / "forecast.fork.yaml"
+    cassette = str(journey.suite / "cassettes" / "forecast.yaml")
+    with live_endpoint() as server:
+        code, out = cli(
+            "replay",
+            cassette,
+            "--live-from",
+            "3",
+            "--save",
+            str(fork),
+            "--db",
+            str(tmp_path / "replays.duckdb"),
+        )
+    assert code == 1, out
+    # Calls 1 and 2 were answered from the recording; the third went to the live model, which
+    # read the changed tool result.
+    assert len(server.requests) == 1
+    assert "text: 'Tomorrow in Paris: 19 C' → 'Tomorrow in Paris: 20 C'" in out
+    assert f"recorded to {fork}" in out
+    assert "live_from: 3" in fork.read_text()

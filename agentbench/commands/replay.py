@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import click
 import orjson
 
+from agentbench.boundary.target import CallableTarget
 from agentbench.commands.traces import open_store, reports_dir, store_options
 from agentbench.errors import UsageError
 from agentbench.evals import results_store
@@ -52,12 +53,16 @@ from agentbench.trace.redact import Redactor
 EXIT_UNCHANGED, EXIT_DIVERGED = 0, 1
 
 
-def _agent(ref: str | None) -> Agent | None:
+def _agent(ref: str | None) -> Agent | Callable[..., Any] | None:
+    """What --agent names: an agentbench Agent, or a function (a boundary target)."""
     if ref is None:
         return None
     loaded = load_object(ref, what="agent", search_path=Path.cwd())
-    if not isinstance(loaded, Agent):
-        raise UsageError(f"--agent {ref!r} is a {type(loaded).__name__}, not an agentbench Agent")
+    if not isinstance(loaded, Agent) and (not callable(loaded) or isinstance(loaded, type)):
+        raise UsageError(
+            f"--agent {ref!r} is a {type(loaded).__name__}: name an agentbench Agent or a "
+            "function fn(input, target)"
+        )
     return loaded
 
 
@@ -72,26 +77,24 @@ def _suite_of(suite_dir: Path | None, cassette: Cassette | None) -> Suite | None
     return None
 
 
-def _replayed_agent(agent: Agent | None, suite: Suite | None, cassette: Cassette | None) -> Agent:
+def _replayed_agent(
+    agent: Agent | Callable[..., Any] | None, suite: Suite | None, cassette: Cassette | None
+) -> Agent | CallableTarget:
     """The agent to replay, built as `agentbench run` builds it when a suite applies (the
     suite's model settings, its setup run): --agent, else the suite's, else the one the
-    cassette names, imported from the cassette's repository."""
+    cassette names, imported from the cassette's repository. A function is a boundary
+    target."""
     if suite is not None:
         run_setup(suite)  # before the agent: it builds what the agent may open at import
         built = agent_for(suite, agent)
-        if not isinstance(built, Agent):  # the user's own function: its cases replay in `run`
-            case = (cassette.info.get("case") if cassette is not None else None) or "CASE_ID"
-            raise UsageError(
-                f"suite {suite.name!r} runs the function {suite.agent} (a boundary target), "
-                f"which `agentbench replay` does not run: replay its case with `agentbench run "
-                f"{suite.path} --filter {case}`, or pass --agent with an agentbench Agent"
-            )
         if agent is None:
             origin = loaded_from(suite.agent, suite.path)
             _note_origin(RecordedAgent(built, suite.agent, suite.root, origin))
         return built
-    if agent is not None:
+    if isinstance(agent, Agent):
         return agent
+    if agent is not None:
+        return CallableTarget.of(agent, where="--agent: ")
     assert cassette is not None  # a run id is replayed with --agent or --suite (_check_run_id)
     recorded = recorded_agent(cassette)
     _note_origin(recorded)
@@ -172,7 +175,12 @@ Examples:
 """,
 )
 @click.argument("target")
-@click.option("--agent", "agent_ref", help="The agent to replay, as module:attribute.")
+@click.option(
+    "--agent",
+    "agent_ref",
+    help="The agent to replay, as module:attribute: an agentbench Agent or a function "
+    "fn(input, target) (a boundary target).",
+)
 @click.option(
     "--suite",
     "suite_dir",
@@ -254,7 +262,9 @@ def replay(
     The suite that applies is --suite, else the one the cassette was recorded by. Its
     model.settings replace the agent's (with --agent too, as `agentbench run` applies
     them), its setup runs, and its tool policies apply unless --tools or --tool is given.
-    The agent is --agent, else the suite's, else the one the cassette names. The live model
+    The agent is --agent, else the suite's, else the one the cassette names; a function
+    is a boundary target, replayed through its own model client (its tools are its own:
+    --tools and --tool do not apply). The live model
     is --model and --base-url, else the suite's model:, else OPENAI_MODEL and
     OPENAI_BASE_URL (or OPENAI_API_KEY for OpenAI's).
     """

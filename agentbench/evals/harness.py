@@ -159,7 +159,7 @@ def missing_live_model(model: Any, options: HarnessOptions) -> str | None:
     return None
 
 
-def agent_for(suite: Any, agent: Agent | None = None) -> Agent | CallableTarget:
+def agent_for(suite: Any, agent: Any = None) -> Agent | CallableTarget:
     """The suite's agent (or `agent`, when one is given in its place, as `agentbench replay
     --agent` does) with the suite's `model.settings` as its model settings; a plain function
     is a boundary target (its model calls recorded and replayed over HTTP)."""

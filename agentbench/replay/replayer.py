@@ -10,7 +10,9 @@ it. Request drift alone is informational when lenient and a divergence when stri
 run diverged anyway, its drifted requests join the list in their place either way, so a changed
 request is named before what it led to. A model call the recording has no answer for is a
 divergence (`extra_step`) whatever the run did after it. The agent is the one given, or the
-one the cassette names, imported from the cassette's repository (`recorded_agent`).
+one the cassette names, imported from the cassette's repository (`recorded_agent`): an
+agentbench `Agent`, run by the runner, or a plain function (a boundary target), whose turns
+run against a loopback server answering from the same `ReplayModel` (`boundary.session`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentbench.boundary.target import CallableTarget
 from agentbench.errors import UsageError
 from agentbench.loading import load_object
 from agentbench.replay.cassette import Cassette, RecordMode
@@ -186,7 +189,7 @@ class Replayer:
 
     def __init__(
         self,
-        agent: Agent | None = None,
+        agent: Agent | CallableTarget | None = None,
         *,
         strict: bool = False,
         tools: ToolPolicies | Mapping[str, str] | None = None,
@@ -207,7 +210,9 @@ class Replayer:
         if live_from is not None and live_from < 1:
             raise UsageError("--live-from counts model calls from 1")
 
-    def _agent_for(self, cassette: Cassette, agent: Agent | None) -> Agent:
+    def _agent_for(
+        self, cassette: Cassette, agent: Agent | CallableTarget | None
+    ) -> Agent | CallableTarget:
         chosen = agent or self.agent
         return chosen if chosen is not None else recorded_agent(cassette).agent
 
@@ -215,7 +220,7 @@ class Replayer:
         self,
         cassette: Cassette | str | Path,
         *,
-        agent: Agent | None = None,
+        agent: Agent | CallableTarget | None = None,
         save_to: Path | None = None,
     ) -> ReplayReport:
         """Replay a cassette; the new run is compared with the recorded trajectory."""
@@ -232,33 +237,22 @@ class Replayer:
             (r.get("run_id") for r in info.get("runs", ())), None
         )
         store = self.store.with_labels(replay_of=original_run) if self.store else None
+        live = self.live_model
+        if isinstance(target, CallableTarget):
+            live = self._boundary_live(live)
         model = ReplayModel(
             cassette,
             strict=self.strict,
-            live=self.live_model,
+            live=live,
             record_mode=self.record_mode,
             live_from=self.live_from,
             # What the recording masked is a secret in the replayed run too.
             on_secrets=store.redactor.learn if store is not None else None,
         )
-        tools = ReplayTools(
-            self.tools, info.get("tool_results", ()), (i.request for i in cassette.interactions)
-        )
-        turns: list[RunResult] = []
-        context: Context | None = _context(info.get("context"))
-        for turn in recorded_turns(info, str(cassette.path or "the cassette")):
-            # Each turn continues the last one's dialogue and context, as the harness recorded it.
-            result = await Runner.run(
-                target,
-                continue_conversation(turns[-1] if turns else None, turn),
-                model=model,
-                context=context,
-                hooks=self.hooks,
-                tool_interceptor=tools,
-                store=store,
-            )
-            turns.append(result)
-            context = result.context
+        if isinstance(target, CallableTarget):
+            turns = await self._boundary_turns(target, model, info, cassette, store)
+        else:
+            turns = await self._agent_turns(target, model, info, cassette, store)
         events = [event for turn in turns for event in turn.all_events]
         original = [Step.from_dict(s) for s in info.get("trajectory", ())]
         # Every turn's steps, in order: the whole session is aligned with the recording,
@@ -287,8 +281,68 @@ class Replayer:
             uncompared=model.uncompared,
         )
 
+    async def _agent_turns(
+        self, agent: Agent, model: ReplayModel, info: dict[str, Any], cassette: Cassette, store: Any
+    ) -> list[RunResult]:
+        tools = ReplayTools(
+            self.tools, info.get("tool_results", ()), (i.request for i in cassette.interactions)
+        )
+        turns: list[RunResult] = []
+        context: Context | None = _context(info.get("context"))
+        for turn in recorded_turns(info, str(cassette.path or "the cassette")):
+            # Each turn continues the last one's dialogue and context, as the harness recorded it.
+            result = await Runner.run(
+                agent,
+                continue_conversation(turns[-1] if turns else None, turn),
+                model=model,
+                context=context,
+                hooks=self.hooks,
+                tool_interceptor=tools,
+                store=store,
+            )
+            turns.append(result)
+            context = result.context
+        return turns
+
+    @staticmethod
+    def _boundary_live(live: ChatModel | None) -> ChatModel | None:
+        """A boundary target's live model forwards its client's own requests."""
+        from agentbench.boundary.session import forwarder_for, keep_offline
+
+        if live is None:
+            keep_offline()
+            return None
+        return forwarder_for(live)
+
+    async def _boundary_turns(
+        self,
+        target: CallableTarget,
+        model: ReplayModel,
+        info: dict[str, Any],
+        cassette: Cassette,
+        store: Any,
+    ) -> list[RunResult]:
+        from agentbench.boundary.session import run_turns, variables_of
+
+        if self.tools != ToolPolicies():
+            raise UsageError(
+                "--tools and --tool apply to an agentbench Agent: a boundary target runs its "
+                "own tools (agentbench sees only the results it sends back to the model)"
+            )
+        try:
+            return await run_turns(
+                target,
+                model,
+                recorded_turns(info, str(cassette.path or "the cassette")),
+                variables=variables_of(_context(info.get("context"))),
+                store=store,
+                hooks=self.hooks,
+            )
+        finally:
+            await model.aclose()  # the forwarder to a live endpoint, when there is one
+
     async def replay_run(
-        self, store: Any, run_id: str, *, agent: Agent | None = None
+        self, store: Any, run_id: str, *, agent: Agent | CallableTarget | None = None
     ) -> ReplayReport:
         """Replay a stored run (and the runs it handed off to) from a trace store."""
         from agentbench.replay.convert import cassette_from_store
@@ -363,7 +417,7 @@ def _turn_starts(turns: list[RunResult]) -> list[int]:
 class RecordedAgent:
     """The agent a cassette names (metadata `agent`), and where its code was imported from."""
 
-    agent: Agent
+    agent: Agent | CallableTarget
     ref: str
     root: Path | None  # the cassette's repository root, when it could be told
     module_file: Path | None
@@ -432,12 +486,10 @@ def recorded_agent(cassette: Cassette) -> RecordedAgent:
     base = root or Path.cwd()
     if module.endswith(".py"):
         base = suite_folder(cassette) or base
-    loaded = load_object(str(ref), what=f"{where}: metadata.agentbench.agent", search_path=base)
-    if not isinstance(loaded, Agent):
-        raise UsageError(
-            f"{where}: metadata.agentbench.agent {ref!r} is a {type(loaded).__name__}, not an "
-            "agentbench Agent"
-        )
+    what = f"{where}: metadata.agentbench.agent"
+    loaded = load_object(str(ref), what=what, search_path=base)
+    if not isinstance(loaded, Agent):  # a plain function: a boundary target
+        loaded = CallableTarget.of(loaded, where=f"{what}: ")
     return RecordedAgent(loaded, str(ref), root, loaded_from(str(ref), base))
 
 

@@ -1,0 +1,161 @@
+"""A boundary target's turns against one model: the loopback server, the function, the events.
+
+`run_turns` is what the harness (`evals.boundary_case`, one trial of a case) and `agentbench
+replay` (`replay.replayer`, a cassette or a stored run) both do with a boundary target: start
+a server on 127.0.0.1 that answers every model call through the `ChatModel` given (a
+`ReplayModel` over a cassette, a `RecordingModel`, …), call the function once per user turn
+with the conversation so far, and turn each turn's traffic into a run of typed events
+(`boundary.traffic`), handed to the store and the hooks as a runtime run's are. A request the
+model cannot answer (a replay miss, strict drift) is an HTTP 400 with agentbench's reason,
+which the function's client raises, so the run ends in that error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from agentbench.boundary.forward import WireCall, WireForwarder, current_call
+from agentbench.boundary.server import BoundaryServer, error_body
+from agentbench.boundary.target import CallableTarget, TargetContext
+from agentbench.boundary.traffic import TurnTraffic
+from agentbench.boundary.wire import Wire
+from agentbench.errors import ModelError
+from agentbench.replay.models import ReplayMissingError, RequestDriftError
+from agentbench.replay.session import Turn, continue_conversation
+from agentbench.runtime.context import Context
+from agentbench.runtime.events import Hook
+from agentbench.runtime.models import ChatModel
+from agentbench.runtime.run_state import RunResult
+
+# How long one turn of a boundary target may take before the case is an error: a function
+# that never returns must not hang the eval (a sync one's thread cannot be stopped, only
+# left behind).
+TURN_TIMEOUT_S = 600.0
+
+
+def forwarder_for(live: ChatModel) -> WireForwarder:
+    """The live model of a boundary target: `live`'s endpoint, reached by forwarding the
+    client's own request (`boundary.forward`) rather than by agentbench's chat client."""
+    return WireForwarder(
+        live.name,
+        base_url=getattr(live, "base_url", None),
+        api_key=getattr(live, "_api_key", None),
+    )
+
+
+def keep_offline() -> None:
+    """Offline means offline: the OpenAI Agents SDK uploads each run's trace to OpenAI with
+    whatever key the environment holds, whatever base URL its model was given. It reads this
+    once, at its first trace; a value the user set wins."""
+    os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+
+
+def variables_of(context: Context | dict[str, Any] | None) -> dict[str, Any]:
+    """A case's context variables as one mapping, as a function is handed them."""
+    scopes = Context.of(context)
+    return {**dict(scopes.global_), **scopes.session, **scopes.request}
+
+
+class _Served:
+    """What the server answers with: the model, and the turn being run."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+        self.turn: TurnTraffic | None = None
+        self.calls = 0
+
+    async def answer(
+        self, wire: Wire, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, str, bytes]:
+        traffic = self.turn
+        if traffic is None:
+            return 409, "application/json", error_body("no turn of this case is running")
+        request = wire.normalize(body)
+        step = await traffic.request(request)
+        agent = traffic.agent
+        self.calls += 1
+        call = self.calls
+        token = current_call.set(WireCall(wire, body))
+        try:
+            response = await self.model.complete(request)
+        except (ReplayMissingError, RequestDriftError) as exc:
+            # 400: a client does not retry it, and shows the message.
+            return 400, "application/json", error_body(f"agentbench: {exc}", code="replay")
+        except ModelError as exc:  # recorded, or the live endpoint's: the client sees it
+            status = exc.status_code or 502
+            payload = exc.body.encode() if exc.body else error_body(str(exc), "api_error")
+            return status, "application/json", payload
+        finally:
+            current_call.reset(token)
+        await traffic.response(step, agent, response)
+        content_type, payload = wire.render(response, str(request.get("model") or ""), body, call)
+        return 200, content_type, payload
+
+
+async def run_turns(
+    target: CallableTarget,
+    model: ChatModel,
+    turns: Sequence[Turn],
+    *,
+    variables: dict[str, Any],
+    store: Any = None,
+    hooks: Sequence[Hook] = (),
+) -> list[RunResult]:
+    """Each user turn as one run of the function, its model calls answered by `model` (which
+    the caller closes); a turn after the first is handed the conversation so far."""
+    served = _Served(model)
+    name = target.model or getattr(model, "name", "") or ""
+    agents: dict[Any, str] = {}  # agents by what they show the model, across the turns
+    results: list[RunResult] = []
+    async with BoundaryServer(served.answer, model=name) as server:
+        for number, turn in enumerate(turns, 1):
+            turn_input = continue_conversation(results[-1] if results else None, turn)
+            traffic = TurnTraffic(
+                target.name,
+                turn_input,
+                model=name,
+                context=variables,
+                hooks=[*([store.run_hook()] if store is not None else []), *hooks],
+                agents=agents,
+            )
+            served.turn = traffic
+            await traffic.start()
+            context = TargetContext(server.base_url, name, variables=variables, turn=number)
+            output, error = await _call(target, turn_input, context)
+            result = await traffic.finish(output, error)
+            served.turn = None
+            if traffic.unkept:  # the store could not keep the run: not a finished run
+                raise traffic.unkept[0]
+            result.messages = _dialogue(turn_input, result.output)
+            results.append(result)
+    return results
+
+
+async def _call(
+    target: CallableTarget, turn_input: Any, context: TargetContext
+) -> tuple[Any, BaseException | None]:
+    """The function's output, or the error it ended in (its own, or not finishing in time)."""
+    try:
+        return await asyncio.wait_for(target.call(turn_input, context), TURN_TIMEOUT_S), None
+    except TimeoutError:
+        return None, TimeoutError(f"{target.name} did not return within {TURN_TIMEOUT_S:g} s")
+    except Exception as exc:  # the agent's own failure is the run's result, never a crash
+        return None, exc
+
+
+def _dialogue(turn_input: Any, output: Any) -> list[dict[str, Any]]:
+    """The conversation after a turn, as the next turn is handed it."""
+    messages = (
+        [{"role": "user", "content": turn_input}]
+        if isinstance(turn_input, str)
+        else list(turn_input)
+    )
+    if output is not None:
+        text = output if isinstance(output, str) else orjson.dumps(output).decode()
+        messages.append({"role": "assistant", "content": text})
+    return messages
