@@ -611,3 +611,21 @@ def test_replay_live_from_continues_live(journey: Journey, tmp_path: Path) -> No
     assert "text: 'Tomorrow in Paris: 19 C' → 'Tomorrow in Paris: 20 C'" in out
     assert f"recorded to {fork}" in out
     assert "live_from: 3" in fork.read_text()
+
+
+def test_run_live_from_divergence_continues_live(journey: Journey, tmp_path: Path) -> None:
+    with live_endpoint() as server:
+        code, out = cli(
+            "run",
+            str(journey.suite),
+            "--filter",
+            "forecast",
+            "--no-report",
+            "--live-from-divergence",
+            "--db",
+            str(tmp_path / "runs.duckdb"),
+        )
+    assert code == 1, out
+    assert len(server.requests) == 1  # the third model call; the first two were replayed
+    assert 'output does not contain "19"; output: "Tomorrow in Paris: 20 C"' in out
+    assert "diverged at step 1 (forecaster); continued live from model call #3" in out
