@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from agentbench.cli import main
 from agentbench.replay.stored_events import events_of
@@ -210,6 +211,50 @@ def test_a_tool_result_spelled_another_way_is_not_drift(
     )
     assert code == 0, out + err
     assert json.loads(out)["results"][0]["drifts"] == []
+
+
+def test_promote_names_the_steps_after_the_suite_s_agent_or_says_why_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An imported run bears its service's name; its case's steps are recorded under the
+    name of the agent that will replay it — unless that agent cannot be imported here."""
+    db = tmp_path / "t.duckdb"
+    run_id = imported(capsys, recorded(tmp_path, "openai-v2"), db)
+    app = tmp_path / "app.py"
+    app.write_text("def weather(question, target):\n    return 'sunny'\n")
+    code, _, err = cli(
+        capsys,
+        "promote",
+        run_id,
+        "--suite",
+        str(tmp_path / "ok"),
+        "--agent",
+        f"{app}:weather",
+        "--db",
+        str(db),
+    )
+    assert code == 0, err
+    info = yaml.safe_load(next((tmp_path / "ok" / "cassettes").glob("*.yaml")).read_text())
+    steps = info["metadata"]["agentbench"]["trajectory"]
+    assert {s["agent"] for s in steps} == {s["signature"][1] for s in steps} == {"weather"}
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('no settings here')\n\ndef weather(q, t):\n    pass\n")
+    code, _, err = cli(
+        capsys,
+        "promote",
+        run_id,
+        "--suite",
+        str(tmp_path / "kept"),
+        "--agent",
+        f"{broken}:weather",
+        "--db",
+        str(db),
+    )
+    assert code == 0, err
+    assert "could not be loaded" in err and "no settings here" in err
+    assert "the case's steps keep the trace's agent name" in err
+    info = yaml.safe_load(next((tmp_path / "kept" / "cassettes").glob("*.yaml")).read_text())
+    assert {s["agent"] for s in info["metadata"]["agentbench"]["trajectory"]} == {"weather-app"}
 
 
 def test_spans_without_content_import_with_a_note(
