@@ -12,6 +12,7 @@ same agent sends them to OpenAI and not to another server, and an imported trace
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import orjson
@@ -58,17 +59,36 @@ def _message(message: Any) -> Any:
 
 def _call(call: Any) -> Any:
     function = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+    arguments = function.get("arguments") if isinstance(function, dict) else None
+    if not isinstance(arguments, str):
         return call
-    return {**call, "function": {**function, "arguments": compact_json(function["arguments"])}}
+    compact = compact_json(arguments)
+    if compact == arguments:
+        return call
+    return {**call, "function": {**function, "arguments": compact}}  # type: ignore[dict-item]
+
+
+# Every request carries the whole conversation again, so the same arguments are compacted at
+# every later call of a session: short ones are remembered (a bounded few; long ones, rarer,
+# are compacted again rather than held).
+_REMEMBERED_CHARS = 4096
 
 
 def compact_json(text: str) -> str:
     """JSON text re-dumped compactly, keys in their order; text that is not JSON as it is."""
+    if len(text) <= _REMEMBERED_CHARS:
+        return _remembered_compact(text)
+    return _compact(text)
+
+
+def _compact(text: str) -> str:
     try:
         return orjson.dumps(orjson.loads(text)).decode()
     except orjson.JSONDecodeError:
         return text
+
+
+_remembered_compact = functools.lru_cache(maxsize=2048)(_compact)
 
 
 def render(
