@@ -69,3 +69,25 @@ def test_a_call_waiting_on_a_sub_agent_is_answered_when_its_caller_resumes() -> 
         )
     )
     assert seen == [("call_d", "T-9: 612 EUR"), ("call_r", "likely fraud")]
+
+
+def test_a_message_sent_again_is_the_one_first_seen_and_values_keep_their_json_type() -> None:
+    async def requests() -> list[dict[str, Any]]:
+        traffic = TurnTraffic("agent", "hi", model="m", context={}, hooks=[])
+        await traffic.start()
+        sent = []
+        for flag in (True, True, 1, 1.0):
+            # Each request parsed anew, as the server parses each body.
+            messages = [dict(SYSTEM), {"role": "user", "content": "go", "flag": flag}]
+            request = {"model": "m", "messages": messages}
+            step = await traffic.request(request)
+            await traffic.response(step, traffic.agent, ChatResponse(text="ok"))
+            sent.append(request)
+        return sent
+
+    first, second, third, fourth = asyncio.run(requests())
+    assert second["messages"][0] is first["messages"][0]
+    assert second["messages"][1] is first["messages"][1]
+    # Equal in Python, not on the wire: each keeps what was sent.
+    assert [type(r["messages"][1]["flag"]) for r in (first, third, fourth)] == [bool, int, float]
+    assert third["messages"][0] is first["messages"][0]

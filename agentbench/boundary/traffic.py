@@ -116,6 +116,7 @@ class TurnTraffic:
         # call id -> (call, agent, step, when the model's answer asked for it)
         self._asked: dict[str, tuple[ToolCall, str, int, float]] = {}
         self._last_calls: dict[str, list[ToolCall]] = {}  # each agent's last answer's
+        self._said: dict[bytes, dict[str, Any]] = {}  # each message of the turn, by its JSON
         self._started = time.perf_counter()
         self._first = RunStarted(
             run_id=self.run_id,
@@ -132,6 +133,7 @@ class TurnTraffic:
     async def request(self, request: dict[str, Any]) -> int:
         """A model request arrived: the tool results it carries, a change of agent, then the
         request itself. Returns the step it is."""
+        self._share_messages(request)
         await self._results_sent_back(request)
         await self._switch_agent(shown_to_model(request))
         self.calls += 1
@@ -209,6 +211,29 @@ class TurnTraffic:
             error=info,
             hook_errors=self.failures,
         )
+
+    def _share_messages(self, request: dict[str, Any]) -> None:
+        """The request's messages sent before in this turn become the objects first seen.
+
+        Each request carries the whole conversation again, parsed into new objects; as the
+        runtime's requests do, these then share the messages they have in common, so a
+        session holds each message once rather than once per later call, and what caches
+        a message by its object (the replay's request fingerprints) reads each one once.
+        The same means the same JSON: `1`, `1.0` and `true` are equal in Python, not on
+        the wire."""
+        messages = request.get("messages")
+        if not isinstance(messages, list):
+            return  # no conversation: compared as it is
+        said = self._said
+        for index, message in enumerate(messages):
+            if type(message) is not dict:
+                continue
+            try:
+                kept = said.setdefault(orjson.dumps(message), message)
+            except TypeError:  # not JSON orjson writes (a lone surrogate): left as it is
+                continue
+            if kept is not message:
+                messages[index] = kept
 
     def _answers(self, messages: Any) -> list[dict[str, Any]]:
         """The tool messages that may answer a call still waiting for its result, in order.
