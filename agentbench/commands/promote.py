@@ -30,7 +30,7 @@ import orjson
 import yaml
 
 from agentbench.commands.traces import open_store, store_options
-from agentbench.errors import UsageError
+from agentbench.errors import UsageError, one_line
 from agentbench.evals.baseline import git
 from agentbench.evals.dataset import load_suite
 from agentbench.evals.suite_files import SUITE_FILE
@@ -434,7 +434,7 @@ def _agent_name(suite: Suite) -> str | None:
     except Exception as exc:  # the user's module ran: whatever its import raised
         click.echo(
             f"warning: agent {suite.agent} could not be loaded ({type(exc).__name__}: "
-            f"{exc}); the case's steps keep the trace's agent name",
+            f"{one_line(exc)}); the case's steps keep the trace's agent name",
             err=True,
         )
         return None
