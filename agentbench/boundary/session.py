@@ -25,7 +25,12 @@ from agentbench.boundary.target import CallableTarget, TargetContext
 from agentbench.boundary.traffic import TurnTraffic
 from agentbench.boundary.wire import Wire
 from agentbench.errors import ModelError
-from agentbench.replay.models import ReplayMissingError, RequestDriftError
+from agentbench.replay.models import (
+    RecordingModel,
+    ReplayMissingError,
+    ReplayModel,
+    RequestDriftError,
+)
 from agentbench.replay.session import Turn, continue_conversation
 from agentbench.runtime.context import Context
 from agentbench.runtime.events import Hook
@@ -62,12 +67,61 @@ def variables_of(context: Context | dict[str, Any] | None) -> dict[str, Any]:
 
 
 class _Served:
-    """What the server answers with: the model, and the turn being run."""
+    """What the server answers with: the model, and the turn being run.
+
+    Calls the function makes at once (sub-agents gathered, a graph's parallel branches) reach
+    the server in whatever order the machine runs them. Recording, the calls that were in
+    flight together are kept in the cassette (`concurrent_calls`, by position); replaying, a
+    call among them is answered by the recorded one it asks exactly (`ReplayModel.prefer`),
+    so a replay's verdict never depends on which thread ran first.
+    """
 
     def __init__(self, model: ChatModel) -> None:
         self.model = model
         self.turn: TurnTraffic | None = None
         self.calls = 0
+        self._in_flight: set[int] = set()  # calls (1-based, by arrival) being answered
+        self._together: dict[int, set[int]] = {}  # call -> the calls in flight with it
+        self._positions: dict[int, int] = {}  # call -> its recorded position (0-based)
+        self._groups: dict[int, tuple[int, ...]] = {}  # position -> positions made at once
+        if isinstance(model, ReplayModel):
+            for group in model.cassette.info.get("concurrent_calls") or ():
+                positions = tuple(p - 1 for p in group if isinstance(p, int) and p > 0)
+                for position in positions:
+                    self._groups[position] = positions
+
+    def made_at_once(self) -> list[list[int]]:
+        """The recorded positions (1-based) of the calls that were in flight together."""
+        groups: list[list[int]] = []
+        seen: set[int] = set()
+        for call, others in sorted(self._together.items()):
+            if call in seen or not others:
+                continue
+            group = {call}
+            pending = [call]
+            while pending:  # every call linked to this one, however far along
+                for other in self._together.get(pending.pop(), ()):
+                    if other not in group:
+                        group.add(other)
+                        pending.append(other)
+            seen |= group
+            positions = sorted(self._positions[c] + 1 for c in group if c in self._positions)
+            if len(positions) > 1:
+                groups.append(positions)
+        return groups
+
+    def _arrived(self, call: int) -> None:
+        for other in self._in_flight:
+            self._together.setdefault(call, set()).add(other)
+            self._together.setdefault(other, set()).add(call)
+        self._in_flight.add(call)
+
+    def _left(self, call: int) -> None:
+        self._in_flight.discard(call)
+        recorded = getattr(self.model, "cassette", None)
+        if isinstance(self.model, RecordingModel) and recorded is not None:
+            # Resumed straight from the call that appended it: nothing ran in between.
+            self._positions[call] = len(recorded.interactions) - 1
 
     async def answer(
         self, wire: Wire, body: dict[str, Any], headers: dict[str, str]
@@ -81,7 +135,11 @@ class _Served:
         self.calls += 1
         call = self.calls
         token = current_call.set(WireCall(wire, body))
+        self._arrived(call)
         try:
+            if self._groups and isinstance(self.model, ReplayModel):
+                # No await between this and the call: the next position is this call's.
+                self.model.prefer(request, self._groups.get(self.model.calls, ()))
             response = await self.model.complete(request)
         except (ReplayMissingError, RequestDriftError) as exc:
             # 400: a client does not retry it, and shows the message.
@@ -91,6 +149,7 @@ class _Served:
             payload = exc.body.encode() if exc.body else error_body(str(exc), "api_error")
             return status, "application/json", payload
         finally:
+            self._left(call)
             current_call.reset(token)
         await traffic.response(step, agent, response)
         content_type, payload = wire.render(response, str(request.get("model") or ""), body, call)
@@ -133,6 +192,9 @@ async def run_turns(
                 raise traffic.unkept[0]
             result.messages = _dialogue(turn_input, result.output)
             results.append(result)
+    together = served.made_at_once()
+    if together and isinstance(model, RecordingModel):
+        model.cassette.update_info(concurrent_calls=together)
     return results
 
 
