@@ -17,16 +17,7 @@ from collections.abc import Callable
 
 from agentbench.boundary.session import forwarder_for, keep_offline, run_turns, variables_of
 from agentbench.boundary.target import CallableTarget
-from agentbench.evals.case_runner import (
-    CasePlan,
-    CaseRun,
-    LiveModelError,
-    left_as_it_was,
-    model_for,
-    save_recording,
-)
-from agentbench.replay.models import ReplayModel
-from agentbench.replay.trajectory import Step
+from agentbench.evals.case_runner import CasePlan, CaseRun, model_for, settle
 from agentbench.runtime.models import ChatModel
 
 
@@ -62,19 +53,4 @@ async def run_boundary_case(plan: CasePlan) -> CaseRun:
         if closer is not None:
             await closer()
     outcome.duration_ms = (time.perf_counter() - started) * 1000
-    failure = getattr(model, "failure", None)
-    if failure is not None:
-        raise LiveModelError(
-            f"case {plan.case_id!r}: the live model failed, so this trial says nothing about "
-            f"the code ({failure}); {left_as_it_was(plan.cassette, existed)}"
-        )
-    if isinstance(model, ReplayModel):
-        outcome.drifts = list(model.drifts)
-        outcome.live_from = model.live_began
-        outcome.replayed = not model.recorded
-        outcome.stopped = model.strict and bool(model.drifts)
-        outcome.unanswered = list(model.unanswered)
-    if cassette is not None and "trajectory" in cassette.info:
-        outcome.recorded = [Step.from_dict(s) for s in cassette.info["trajectory"]]
-    outcome.recorded_to = save_recording(plan, model, outcome, existed=existed)
-    return outcome
+    return settle(plan, model, cassette, outcome, existed=existed)

@@ -370,6 +370,25 @@ async def _run_agent_case(plan: CasePlan) -> CaseRun:
         if closer is not None:  # a live model's connections belong to this event loop
             await closer()
     outcome.duration_ms = (time.perf_counter() - started) * 1000
+    drifts = None
+    if isinstance(model, ReplayModel):
+        events = [event for turn in outcome.turns for event in turn.all_events]
+        drifts = with_fallback_drifts(model.drifts, fallback_drifts(plan.agent, events))
+    return settle(plan, model, cassette, outcome, existed=existed, drifts=drifts)
+
+
+def settle(
+    plan: CasePlan,
+    model: ChatModel,
+    cassette: Cassette | None,
+    outcome: CaseRun,
+    *,
+    existed: bool,
+    drifts: list[Drift] | None = None,
+) -> CaseRun:
+    """What a trial's turns leave once they are over, for either kind of target: an
+    infrastructure failure of the live model raised (LiveModelError), what the replay found
+    (`drifts` in place of the model's own when given), and the recording written."""
     failure = getattr(model, "failure", None)
     if failure is not None:
         raise LiveModelError(
@@ -377,8 +396,7 @@ async def _run_agent_case(plan: CasePlan) -> CaseRun:
             f"the code ({failure}); {left_as_it_was(plan.cassette, existed)}"
         )
     if isinstance(model, ReplayModel):
-        events = [event for turn in outcome.turns for event in turn.all_events]
-        outcome.drifts = with_fallback_drifts(model.drifts, fallback_drifts(plan.agent, events))
+        outcome.drifts = list(model.drifts) if drifts is None else drifts
         outcome.live_from = model.live_began
         outcome.replayed = not model.recorded  # no call went to a live model
         outcome.stopped = model.strict and bool(model.drifts)
