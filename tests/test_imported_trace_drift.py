@@ -85,6 +85,15 @@ def test_what_the_trace_recorded_is_still_compared() -> None:
     ]
 
 
+def test_a_stop_sequence_is_compared_as_the_trace_records_it() -> None:
+    """The GenAI conventions record `stop` as a list: the app's "END" was recorded ["END"]."""
+    source = TraceSource("openai-v2", frozenset({"model", "messages", "stop"}))
+    recorded = request(SYSTEM, USER, stop=["END"])
+    assert request_diff(recorded, request(SYSTEM, USER, stop="END"), source) == []
+    changed = request_diff(recorded, request(SYSTEM, USER, stop="STOP"), source)
+    assert paths(changed) == ["stop[0]: changed"]
+
+
 def test_a_trace_that_recorded_whole_requests_compares_every_field() -> None:
     whole = TraceSource("openinference.instrumentation.openai 0.1.66")
     recorded = request(SYSTEM, USER, tools=TOOLS)

@@ -10,7 +10,8 @@ target) → `agentbench run`, which passes on the unchanged app and fails, namin
 the field, when a tool's result, the prompt or a setting the trace recorded changes.
 
 What the spans could not carry is not drift: openai-v2 records no tool definitions and no
-tool_choice, and re-serializes the model's tool-call arguments from an object.
+tool_choice, re-serializes the model's tool-call arguments from an object, and records the
+app's `stop="END"` as the list ["END"].
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def answer(question, target):
             tool_choice="auto",
             temperature=0,
             max_tokens=300,
+            stop="END",
         )
         message = reply.choices[0].message
         if not message.tool_calls:
@@ -247,8 +249,8 @@ def test_unchanged_app_passes_its_promoted_production_case(
     if promoted.instrumentation == "openinference":  # the whole request body is on the span
         assert recorded is None and "the trace recorded only" not in promoted.promote_said
     else:
-        assert recorded == ["max_tokens", "messages", "model", "temperature"]
-        assert "the trace recorded only max_tokens, messages, model, temperature" in (
+        assert recorded == ["max_tokens", "messages", "model", "stop", "temperature"]
+        assert "the trace recorded only max_tokens, messages, model, stop, temperature" in (
             promoted.promote_said
         )
 
@@ -312,17 +314,26 @@ def test_tool_definitions_are_compared_where_the_trace_recorded_them(
         assert code == 0, reasons(result)
 
 
-def test_replay_of_the_cassette_says_to_run_its_case(
-    promoted: Promoted, capsys: pytest.CaptureFixture[str]
+def test_replay_of_the_cassette_agrees_with_run(
+    promoted: Promoted, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`agentbench replay` runs agentbench Agents; for the app's function it says what does."""
-    cassette = next((promoted.folder / "suite" / "cassettes").glob("*.yaml"))
+    """`agentbench replay` of the promoted cassette says what `run` says, and names what it
+    did not compare."""
+    folder = promoted.copy(tmp_path / "app")
+    cassette = next((folder / "suite" / "cassettes").glob("*.yaml"))
     capsys.readouterr()
-    code = main(["replay", str(cassette), "--db", str(promoted.folder / "r.duckdb")])
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "runs the function ../weather_app.py:answer (a boundary target)" in err
-    assert f"--filter {cassette.stem}" in err and "bug" not in err
+    code = main(["replay", str(cassette), "--db", str(folder / "r.duckdb")])
+    out = capsys.readouterr().out
+    assert code == 0 and "verdict: unchanged" in out and "request drift" not in out, out
+    if promoted.instrumentation == "openinference":
+        assert "not compared" not in out
+    else:
+        assert "not compared: tool_choice, tools (the trace the recording was made" in out
+    edit(folder / "weather_app.py", '"paris": 21.0', '"paris": 25.0')
+    code = main(["replay", str(cassette), "--db", str(folder / "r.duckdb")])
+    out = capsys.readouterr().out
+    assert code == 1 and "verdict: DIVERGED" in out
+    assert "first divergence — step 1 (answer) tool_result_changed: tool call get_weather" in out
 
 
 def test_agentbench_s_own_export_of_the_app_s_runs_promotes_as_well(

@@ -167,11 +167,15 @@ class TraceSource:
         return info
 
     def known(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The part of `request` the recording can be compared with (a light copy)."""
+        """The part of `request` the recording can be compared with (a light copy), as the
+        trace would have recorded it."""
         fields = self.recorded_fields
         if fields is None:
             return request
-        return {k: v for k, v in request.items() if k in fields}
+        known = {k: v for k, v in request.items() if k in fields}
+        if isinstance(known.get("stop"), str):  # the conventions record a list of sequences
+            known["stop"] = [known["stop"]]
+        return known
 
     def unknown(self, request: dict[str, Any]) -> list[str]:
         """The top-level fields of `request` the recording cannot say anything about."""
