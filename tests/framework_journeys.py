@@ -9,12 +9,14 @@ and a repository history for `agentbench bisect`. Every command runs through the
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,12 +91,28 @@ def gate_against_baseline(checkout: Path, suite: str, *args: str) -> Result:
     return ran
 
 
+def reference_policy(suite: str) -> Any:
+    """The suite's reference policy, read from this repository's golden/ by its file: a test
+    that ran a checkout's CLI in this process may have left `golden` imported from that
+    checkout, which holds only its own suite."""
+    name = f"_reference_policy_{suite}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, ROOT / "golden" / suite / "reference.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def run_live_from_divergence(
     checkout: Path, suite: str, *args: str
 ) -> tuple[Result, list[ReceivedRequest]]:
     """`run --live-from-divergence` with the bundled server answering as the suite's
     reference policy (the model the cassettes were recorded from)."""
-    reference = importlib.import_module(f"golden.{suite}.reference")
+    reference = reference_policy(suite)
     with OpenAICompatibleServer(responder=reference.respond) as server:
         ran = gate_against_baseline(
             checkout, suite, "--live-from-divergence", "--base-url", server.base_url, *args

@@ -23,6 +23,7 @@ import duckdb
 import pytest
 
 from agentbench.testing import OpenAICompatibleServer
+from tests.framework_journeys import reference_policy
 from tests.test_journeys import ROOT, Result, _generated, agentbench, git
 
 Edit = tuple[str, str]  # (old, new) in the suite's agent.py
@@ -185,7 +186,7 @@ def test_live_from_divergence_continues_the_case_live(checkout: Path, framework:
     change(checkout, framework, framework.harmless_change)
     cassette = checkout / "replays" / framework.suite / f"{framework.case}.yaml"
     recorded = cassette.read_bytes()
-    reference = importlib.import_module(f"golden.{framework.suite}.reference")
+    reference = reference_policy(framework.suite)
     with OpenAICompatibleServer(responder=reference.respond) as server:
         ran, results = run(
             checkout,
