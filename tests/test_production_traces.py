@@ -48,6 +48,7 @@ import json
 from openai import OpenAI
 
 SYSTEM = "You answer weather questions. Use the tools; never guess."
+STREAM = False
 CELSIUS = {"paris": 21.0, "oslo": 4.5}
 WIND = {"paris": 12, "oslo": 30}
 
@@ -78,29 +79,57 @@ def get_wind(city):
     return {"city": city, "kmh": WIND.get(city.lower())}
 
 
+def reply(client, target, messages):
+    """The model's message, as the app sends it back; streamed when STREAM says so."""
+    asked = dict(
+        model=target.model,
+        messages=messages,
+        tools=TOOLS,
+        tool_choice="auto",
+        temperature=0,
+        max_tokens=300,
+        stop="END",
+    )
+    if not STREAM:
+        message = client.chat.completions.create(**asked).choices[0].message
+        return message.model_dump(exclude_none=True)
+    text, calls = "", {}
+    chunks = client.chat.completions.create(
+        **asked, stream=True, stream_options={"include_usage": True}
+    )
+    for chunk in chunks:
+        delta = chunk.choices[0].delta if chunk.choices else None
+        text += (delta.content or "") if delta else ""
+        for part in (delta.tool_calls or []) if delta else []:
+            call = calls.setdefault(part.index, {"id": "", "name": "", "arguments": ""})
+            call["id"] = part.id or call["id"]
+            call["name"] += part.function.name or ""
+            call["arguments"] += part.function.arguments or ""
+    message = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = [
+            {"id": c["id"], "type": "function",
+             "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in calls.values()
+        ]
+    return message
+
+
 def answer(question, target):
     """`target`: where the model is (base_url, api_key, model): the app's settings."""
     client = OpenAI(base_url=target.base_url, api_key=target.api_key, max_retries=0)
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
     for _ in range(5):
-        reply = client.chat.completions.create(
-            model=target.model,
-            messages=messages,
-            tools=TOOLS,
-            tool_choice="auto",
-            temperature=0,
-            max_tokens=300,
-            stop="END",
-        )
-        message = reply.choices[0].message
-        if not message.tool_calls:
-            return message.content
-        messages.append(message.model_dump(exclude_none=True))
-        for call in message.tool_calls:
-            tool = {"get_weather": get_weather, "get_wind": get_wind}[call.function.name]
-            result = tool(**json.loads(call.function.arguments))
+        message = reply(client, target, messages)
+        if not message.get("tool_calls"):
+            return message["content"]
+        messages.append(message)
+        for call in message["tool_calls"]:
+            function = call["function"]
+            tool = {"get_weather": get_weather, "get_wind": get_wind}[function["name"]]
+            result = tool(**json.loads(function["arguments"]))
             messages.append(
-                {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
+                {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)}
             )
     return "I could not find out."
 '''
@@ -161,14 +190,11 @@ class Promoted:
         return to
 
 
-@pytest.fixture(scope="module", params=["openai-v2", "openai-v2-events", "openinference"])
-def promoted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Promoted:
+def in_production(folder: Path, instrumentation: str, app: str) -> Promoted:
     """The app run once in production under the instrumentation, its trace imported and
     promoted into a suite whose agent is the app's own `answer`."""
-    instrumentation = request.param
-    folder = tmp_path_factory.mktemp(instrumentation) / "app"
-    folder.mkdir()
-    (folder / "weather_app.py").write_text(APP)
+    folder.mkdir(parents=True)
+    (folder / "weather_app.py").write_text(app)
     (folder / "production.py").write_text(PRODUCTION)
     spans = folder / "spans.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
@@ -210,6 +236,18 @@ def promoted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     )
     assert made.returncode == 0, made.stdout + made.stderr
     return Promoted(instrumentation, folder, made.stdout)
+
+
+@pytest.fixture(scope="module", params=["openai-v2", "openai-v2-events", "openinference"])
+def promoted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Promoted:
+    return in_production(tmp_path_factory.mktemp(request.param) / "app", request.param, APP)
+
+
+@pytest.fixture(scope="module", params=["openai-v2", "openinference"])
+def streamed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Promoted:
+    """The same, the app streaming its answers (OpenInference then records `stream: true`)."""
+    app = APP.replace("STREAM = False", "STREAM = True")
+    return in_production(tmp_path_factory.mktemp(request.param) / "app", request.param, app)
 
 
 def run_suite(capsys: pytest.CaptureFixture[str], folder: Path) -> tuple[int, dict[str, Any]]:
@@ -360,3 +398,16 @@ def test_agentbench_s_own_export_of_the_app_s_runs_promotes_as_well(
     code, result = run_suite(capsys, folder)
     assert code == 1
     assert "step 1 (answer) tool_result_changed: tool call get_wind" in reasons(result)
+
+
+def test_a_streaming_app_replays_its_streamed_trace(
+    streamed: Promoted, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """How the app took its answers (streamed) is not what it asked: not drift."""
+    folder = streamed.copy(tmp_path / "app")
+    code, result = run_suite(capsys, folder)
+    assert code == 0, reasons(result)
+    edit(folder / "weather_app.py", '"paris": 21.0', '"paris": 25.0')
+    code, result = run_suite(capsys, folder)
+    assert code == 1
+    assert "step 1 (answer) tool_result_changed: tool call get_weather" in reasons(result)

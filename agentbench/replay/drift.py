@@ -168,11 +168,14 @@ class TraceSource:
 
     def known(self, request: dict[str, Any]) -> dict[str, Any]:
         """The part of `request` the recording can be compared with (a light copy), as the
-        trace would have recorded it."""
+        trace would have recorded it. Whether the app streamed its answers is how it took
+        them, not what it asked (a boundary target's requests never say)."""
         fields = self.recorded_fields
         if fields is None:
-            return request
-        known = {k: v for k, v in request.items() if k in fields}
+            if "stream" not in request and "stream_options" not in request:
+                return request
+            return {k: v for k, v in request.items() if k not in _TRANSPORT}
+        known = {k: v for k, v in request.items() if k in fields and k not in _TRANSPORT}
         if isinstance(known.get("stop"), str):  # the conventions record a list of sequences
             known["stop"] = [known["stop"]]
         return known
@@ -182,7 +185,14 @@ class TraceSource:
         fields = self.recorded_fields
         if fields is None:
             return []
-        return [k for k in request if k not in fields and k not in VOLATILE_TOP_LEVEL]
+        return [
+            k
+            for k in request
+            if k not in fields and k not in VOLATILE_TOP_LEVEL and k not in _TRANSPORT
+        ]
+
+
+_TRANSPORT = ("stream", "stream_options")
 
 
 def normalize(request: dict[str, Any]) -> dict[str, Any]:

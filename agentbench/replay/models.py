@@ -301,7 +301,7 @@ class ReplayModel:
         if (
             cassette.info.get("fingerprint_version") == FINGERPRINT_VERSION
             and isinstance(stored, list)
-            and (self.source is None or self.source.recorded_fields is None)
+            and self.source is None  # a trace's: fingerprinted on what it knew, below
         ):
             self._fingerprints = dict(enumerate(stored))
         self._forked = False
@@ -409,7 +409,7 @@ class ReplayModel:
         """How `request` differs from the recorded request of call `index` (0-based)."""
         source = self.source
         compared, asked = recorded, request
-        if source is not None and source.recorded_fields is not None:
+        if source is not None:
             compared, asked = source.known(recorded), source.known(request)
             for key in source.unknown(request):
                 if key not in self.uncompared:
