@@ -36,6 +36,7 @@ from agentbench.testing.collector import OtlpCollector
 ROOT = Path(__file__).resolve().parents[1]
 INSTRUMENTED = ROOT / "examples" / "otel"  # plain_app.instrument: the OTel SDK set up as usual
 QUESTION = "How is the weather in Paris?"
+FOLLOW_UP = "And is it windy?"
 ANSWER = "21.0 °C and wind 12 km/h in Paris."
 
 pytestmark = pytest.mark.server
@@ -116,9 +117,11 @@ def reply(client, target, messages):
 
 
 def answer(question, target):
-    """`target`: where the model is (base_url, api_key, model): the app's settings."""
+    """`question`: the user's, or the chat so far; `target`: where the model is (base_url,
+    api_key, model): the app's settings."""
     client = OpenAI(base_url=target.base_url, api_key=target.api_key, max_retries=0)
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+    said = [{"role": "user", "content": question}] if isinstance(question, str) else question
+    messages = [{"role": "system", "content": SYSTEM}, *said]
     for _ in range(5):
         message = reply(client, target, messages)
         if not message.get("tool_calls"):
@@ -147,7 +150,12 @@ tracer_provider, logger_provider = instrument(instrumentation, otlp)
 from weather_app import answer
 
 settings = types.SimpleNamespace(base_url=base_url, api_key="sk-local", model="gpt-4o-mini")
-print(answer(sys.argv[6], settings))
+question, follow_up = sys.argv[6:8]
+first = answer(question, settings)
+print(first)
+if follow_up:  # a chat: the next turn is handed the dialogue so far
+    said = [{"role": "user", "content": question}, {"role": "assistant", "content": first}]
+    print(answer([*said, {"role": "user", "content": follow_up}], settings))
 tracer_provider.shutdown()
 if logger_provider is not None:
     logger_provider.shutdown()
@@ -155,16 +163,22 @@ if logger_provider is not None:
 
 
 def weather_model(request: dict[str, Any]) -> Any:
-    """Asks for both tools at once, with compact arguments as OpenAI's models write them,
-    then answers from what they returned."""
-    results = [json.loads(m["content"]) for m in request["messages"] if m["role"] == "tool"]
+    """Asks for both tools at once (for the follow-up, the wind alone), with compact arguments
+    as OpenAI's models write them, then answers from what they returned."""
+    messages = request["messages"]
+    asked = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    results = [json.loads(m["content"]) for m in messages[asked:] if m["role"] == "tool"]
+    if not results and messages[asked]["content"] == FOLLOW_UP:
+        return ToolCall(name="get_wind", arguments='{"city":"Paris"}')
     if not results:
         return [
             ToolCall(name="get_weather", arguments='{"city":"Paris"}'),
             ToolCall(name="get_wind", arguments='{"city":"Paris"}'),
         ]
-    weather = next(r for r in results if "celsius" in r)
     wind = next(r for r in results if "kmh" in r)
+    weather = next((r for r in results if "celsius" in r), None)
+    if weather is None:
+        return f"Wind {wind['kmh']} km/h in {wind['city']}."
     return f"{weather['celsius']} °C and wind {wind['kmh']} km/h in {weather['city']}."
 
 
@@ -190,9 +204,10 @@ class Promoted:
         return to
 
 
-def in_production(folder: Path, instrumentation: str, app: str) -> Promoted:
-    """The app run once in production under the instrumentation, its trace imported and
-    promoted into a suite whose agent is the app's own `answer`."""
+def in_production(folder: Path, instrumentation: str, app: str, follow_up: str = "") -> Promoted:
+    """The app run once in production under the instrumentation (asked QUESTION, then
+    `follow_up` in the same chat), its trace imported and its last turn promoted into a
+    suite whose agent is the app's own `answer`."""
     folder.mkdir(parents=True)
     (folder / "weather_app.py").write_text(app)
     (folder / "production.py").write_text(PRODUCTION)
@@ -212,6 +227,7 @@ def in_production(folder: Path, instrumentation: str, app: str) -> Promoted:
                 collector.endpoint,
                 server.base_url,
                 QUESTION,
+                follow_up,
             ],
             capture_output=True,
             text=True,
@@ -219,10 +235,11 @@ def in_production(folder: Path, instrumentation: str, app: str) -> Promoted:
             timeout=120,
         )
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.strip() == ANSWER
+    assert ran.stdout.splitlines()[0] == ANSWER
     imported = agentbench("traces", "import-otel", "spans.jsonl", "--db", "t.duckdb", cwd=folder)
     assert imported.returncode == 0, imported.stderr
-    run_id = imported.stdout.split("stored ")[1].split()[0]
+    stored = [line.split()[1] for line in imported.stdout.splitlines() if line.startswith("stored")]
+    run_id = stored[-1]  # the last turn
     made = agentbench(
         "promote",
         run_id,
@@ -241,6 +258,13 @@ def in_production(folder: Path, instrumentation: str, app: str) -> Promoted:
 @pytest.fixture(scope="module", params=["openai-v2", "openai-v2-events", "openinference"])
 def promoted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Promoted:
     return in_production(tmp_path_factory.mktemp(request.param) / "app", request.param, APP)
+
+
+@pytest.fixture(scope="module", params=["openai-v2", "openinference"])
+def chatted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Promoted:
+    """The second turn of a chat: its own trace, whose requests carry the dialogue so far."""
+    folder = tmp_path_factory.mktemp(request.param) / "app"
+    return in_production(folder, request.param, APP, follow_up=FOLLOW_UP)
 
 
 @pytest.fixture(scope="module", params=["openai-v2", "openinference"])
@@ -411,3 +435,21 @@ def test_a_streaming_app_replays_its_streamed_trace(
     code, result = run_suite(capsys, folder)
     assert code == 1
     assert "step 1 (answer) tool_result_changed: tool call get_weather" in reasons(result)
+
+
+def test_a_later_turn_of_a_chat_replays_with_the_dialogue_it_was_handed(
+    chatted: Promoted, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = chatted.copy(tmp_path / "app")
+    case = yaml.safe_load((folder / "suite" / "cases" / "promoted.yaml").read_text())[0]
+    assert case["input"] == [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": ANSWER},
+        {"role": "user", "content": FOLLOW_UP},
+    ]
+    code, result = run_suite(capsys, folder)
+    assert code == 0, reasons(result)
+    edit(folder / "weather_app.py", '"paris": 12', '"paris": 40')
+    code, result = run_suite(capsys, folder)
+    assert code == 1
+    assert "step 1 (answer) tool_result_changed: tool call get_wind" in reasons(result)

@@ -44,10 +44,16 @@ def _input_of(run: ImportedRun) -> Any:
     if c.RUN_INPUT in attributes:
         return loads(attributes[c.RUN_INPUT])
     for _, content in run.calls:
-        users = [m for m in content.request.get("messages", []) if m.get("role") == "user"]
-        if users:
-            text = users[0].get("content")
-            return text if isinstance(text, str) else [users[0]]
+        said = [
+            m
+            for m in content.request.get("messages", [])
+            if m.get("role") not in ("system", "developer")
+        ]
+        if len(said) == 1 and said[0].get("role") == "user":
+            text = said[0].get("content")
+            return text if isinstance(text, str) else said
+        if said:  # a later turn of a chat: the program was handed the dialogue so far
+            return said
     return ""
 
 
