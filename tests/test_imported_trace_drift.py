@@ -201,3 +201,21 @@ def test_a_recording_of_agentbench_s_own_compares_the_whole_request() -> None:
     replay(model, request(SYSTEM, USER, temperature=0, tools=TOOLS))
     assert [paths(d.changes) for d in model.drifts] == [["tools: added"]]
     assert model.uncompared == []
+
+
+def test_a_trace_s_whole_requests_are_fingerprinted_as_the_trace_knew_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OpenInference kept `stream: true` in each body: the app's requests, never streamed
+    at a boundary target, are told equal by their fingerprints alone — whether a call was
+    first looked for among calls made at once (`prefer`) or not."""
+    recorded = [request(SYSTEM, USER, tools=TOOLS, stream=True), request(SYSTEM, tools=TOOLS)]
+    answers = [ChatResponse(text="a"), ChatResponse(text="b")]
+    made = Cassette([Interaction.of(r, a) for r, a in zip(recorded, answers, strict=True)])
+    made.update_info(imported_trace={"instrumentation": "openinference"})
+    model = ReplayModel(made)
+    monkeypatch.setattr(replay_models, "request_diff", pytest.fail)
+    first = request(SYSTEM, USER, tools=TOOLS)
+    assert model.prefer(first, [0, 1]) is None  # the next recorded call is asked it already
+    replay(model, first, request(SYSTEM, tools=TOOLS))
+    assert model.drifts == [] and model.uncompared == []

@@ -393,25 +393,29 @@ class ReplayModel:
 
     def _same(self, index: int, request: dict[str, Any]) -> bool:
         """Whether `request` is the recorded request of position `index`, by fingerprint."""
-        recorded = self.cassette.interactions[index].request
-        source = self.source
-        compared, asked = recorded, request
-        if source is not None and source.recorded_fields is not None:
-            compared, asked = source.known(recorded), source.known(request)
+        compared, asked = self._comparable(self.cassette.interactions[index].request, request)
         expected = self._fingerprints.get(index)
         if expected is None:
             expected = self._fingerprints[index] = self._recorded_fingerprint(compared)
         return expected == self._fingerprint(asked)
 
+    def _comparable(
+        self, recorded: dict[str, Any], request: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The recorded and the current request as they are fingerprinted: for a recording
+        from a trace, what the trace knew of each (`TraceSource.known`)."""
+        source = self.source
+        if source is None:
+            return recorded, request
+        return source.known(recorded), source.known(request)
+
     def _changes(
         self, index: int, recorded: dict[str, Any], request: dict[str, Any]
     ) -> list[Change]:
         """How `request` differs from the recorded request of call `index` (0-based)."""
-        source = self.source
-        compared, asked = recorded, request
-        if source is not None:
-            compared, asked = source.known(recorded), source.known(request)
-            for key in source.unknown(request):
+        compared, asked = self._comparable(recorded, request)
+        if self.source is not None:
+            for key in self.source.unknown(request):
                 if key not in self.uncompared:
                     self.uncompared.append(key)
         expected = self._fingerprints.get(index)
@@ -421,7 +425,7 @@ class ReplayModel:
         # have been converted from a stored run, where the same request differs in bytes.
         if expected == self._fingerprint(asked):
             return []
-        return request_diff(recorded, request, source)
+        return request_diff(recorded, request, self.source)
 
     def _reveal(self, recorded: dict[str, Any], request: dict[str, Any]) -> None:
         """Hand on what the recording's masks stand for in this request: its parameters and
