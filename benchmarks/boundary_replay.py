@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import statistics
@@ -185,6 +186,11 @@ class Subject:
     on_client: Callable[[Any, str, Any], Any]  # (client, model, input) -> output
     sync: bool = False
 
+    @functools.cached_property
+    def target(self) -> CallableTarget:
+        """The suite's agent, as the harness makes it: once, when the suite is loaded."""
+        return CallableTarget.of(self.function, where="", model=MODEL)
+
 
 SUBJECTS: dict[str, Subject] = {
     "sync": Subject("sync", sync_agent, sync_session, sync=True),
@@ -217,7 +223,7 @@ def plan(
     return CasePlan(
         suite="bench",
         case_id=cassette.stem,
-        agent=CallableTarget.of(subject.function, where="", model=MODEL),
+        agent=subject.target,
         turns=[prompt(cassette)],
         context=None,
         cassette=cassette,
@@ -321,7 +327,7 @@ async def loopback(subject: Subject, bodies: list[bytes], turn_input: str) -> Ti
     async def answer(wire: Wire, body: dict[str, Any], headers: dict[str, str]) -> Any:
         return 200, "application/json", next(answers)
 
-    target = CallableTarget.of(subject.function, where="", model=MODEL)
+    target = subject.target
     started = _clock()
     async with BoundaryServer(answer, model=MODEL) as server:
         output = await target.call(turn_input, TargetContext(server.base_url, MODEL))
