@@ -323,3 +323,42 @@ def test_replaying_keeps_the_agents_sdk_from_uploading_traces(
     code, out = cli("run", str(suite), "--db", str(db), "--filter", "paris")
     assert code == 0, out
     assert os.environ["OPENAI_AGENTS_DISABLE_TRACING"] == "1"
+
+
+ODD_OUTPUTS = '''
+import dataclasses
+import datetime
+
+@dataclasses.dataclass
+class Booking:
+    day: datetime.date
+    seats: int
+
+class Opaque:
+    def __str__(self):
+        return "an opaque answer"
+
+def agent(input):
+    if input == "dataclass":
+        return Booking(datetime.date(2026, 1, 2), 3)
+    return Opaque()
+'''
+
+
+def test_whatever_a_function_returns_is_kept_as_data(tmp_path: Path) -> None:
+    cases = """\
+    - id: dataclass
+      input: dataclass
+      expect:
+        - output_contains: '"day":"2026-01-02"'
+    - id: opaque
+      input: opaque
+      expect:
+        - output_equals: an opaque answer
+    """
+    suite = write_suite(tmp_path, "odd", ODD_OUTPUTS, cases)
+    db = tmp_path / "runs.duckdb"
+    code, out = record(suite, db)
+    assert code == 0, out
+    code, out = offline("run", str(suite), "--db", str(db))
+    assert code == 0, out

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from pydantic import BaseModel
 
 from agentbench.errors import UsageError
@@ -101,10 +102,21 @@ class CallableTarget:
 
 
 def output_data(value: Any) -> Any:
-    """A target's output as scorers and stores take it: a pydantic model as its data."""
+    """A target's output as scorers and stores take it: JSON data. A pydantic model is its
+    data; dataclasses, dates and the like as JSON writes them; anything JSON cannot hold as
+    its text (`str`), so a function may return whatever its framework hands it."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
-    return value
+
+    def fallback(item: Any) -> Any:
+        return item.model_dump(mode="json") if isinstance(item, BaseModel) else str(item)
+
+    try:
+        return orjson.loads(orjson.dumps(value, default=fallback, option=orjson.OPT_NON_STR_KEYS))
+    except (TypeError, orjson.JSONEncodeError):  # too deep, an int past 64 bits: its text
+        return str(value)
 
 
 def _name(function: Any) -> str:
