@@ -91,6 +91,16 @@ def gate_against_baseline(checkout: Path, suite: str, *args: str) -> Result:
     return ran
 
 
+def baseline_checkout(folder: Path, suite: str, cases: int) -> Path:
+    """A committed checkout of `suite` in `folder` whose store holds one baseline eval of it,
+    every one of its `cases` replayed."""
+    checkout = committed_checkout(folder, suite)
+    first = agentbench(checkout, "run", f"golden/{suite}", "--no-report", "--json")
+    assert first.code == 0, first.out + first.err
+    assert len(first.json()["results"]) == cases
+    return checkout
+
+
 def reference_policy(suite: str) -> Any:
     """The suite's reference policy, read from this repository's golden/ by its file: a test
     that ran a checkout's CLI in this process may have left `golden` imported from that

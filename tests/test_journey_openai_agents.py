@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.framework_journeys import (
+    baseline_checkout,
     bisect_history,
     change,
-    committed_checkout,
     copy_of,
     first_divergences,
     framework_or_skip,
@@ -46,11 +46,7 @@ RENAMED_ARGUMENT = (
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A committed checkout whose store holds one baseline eval of the suite."""
-    checkout = committed_checkout(tmp_path_factory.mktemp("openai-agents"), SUITE)
-    first = agentbench(checkout, "run", f"golden/{SUITE}", "--no-report", "--json")
-    assert first.code == 0, first.out + first.err
-    assert len(first.json()["results"]) == CASES
-    return checkout
+    return baseline_checkout(tmp_path_factory.mktemp("openai-agents"), SUITE, CASES)
 
 
 @pytest.fixture

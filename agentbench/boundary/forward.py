@@ -3,7 +3,7 @@
 Recording (or continuing live from a divergence), the loopback server hands each call to a
 `ChatModel` like any other — the `RecordingModel` / `ReplayModel` around it keep the cassette —
 and this one forwards the body the client posted, unchanged but for the model name, to the
-same API path at the real endpoint, with the user's key (never the placeholder the target
+same API path at the real endpoint, with the user's key (never the loopback key the target
 holds). So a Responses API agent is recorded through the Responses API, with every setting its
 framework sent, and what is recorded is the endpoint's own answer. A client's retry is the
 client's: each attempt reaches the endpoint, and is recorded, as it did.

@@ -2,7 +2,7 @@
 
 `CallableTarget` wraps the function a suite's `agent:` names when it is not an agentbench
 `Agent`: `fn(input)` or `fn(input, target)`, sync or async. `TargetContext` is the `target`:
-the loopback server's base URL and a placeholder key to give the model client, the suite's
+the loopback server's base URL and the key it accepts, to give the model client, the suite's
 model name, the case's context variables and the turn. A sync function runs in a worker
 thread so the server (on the event loop) can answer the calls it makes.
 """
@@ -23,7 +23,7 @@ from agentbench.errors import UsageError
 
 # What the loopback server accepts as a key: clients insist on one, the server needs none,
 # and no real key of the user's is ever handed to the code under test.
-PLACEHOLDER_KEY = "agentbench-boundary"
+LOOPBACK_KEY = "agentbench-boundary"
 
 _current: contextvars.ContextVar[TargetContext | None] = contextvars.ContextVar(
     "agentbench_target", default=None
@@ -36,7 +36,7 @@ class TargetContext:
 
     base_url: str  # give this to the model client as its OpenAI base URL
     model: str  # the suite's `model: name`
-    api_key: str = PLACEHOLDER_KEY
+    api_key: str = LOOPBACK_KEY
     variables: dict[str, Any] = field(default_factory=dict)  # the case's `context:`
     turn: int = 1  # 1-based turn of a multi-turn case
 

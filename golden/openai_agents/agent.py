@@ -143,6 +143,8 @@ async def it_helpdesk(input: str | list[dict[str, Any]], target: TargetContext) 
             return str(result.final_output)
         # The chat window's path: the answer streamed (Server-Sent Events) as it is written.
         streamed = Runner.run_streamed(helpdesk, input, context=employee, run_config=config)
-        async for _event in streamed.stream_events():
-            pass  # a chat window would show each text delta here
+        shown: list[str] = []  # what a chat window shows, delta by delta
+        async for event in streamed.stream_events():
+            if event.type == "raw_response_event" and event.data.type.endswith("text.delta"):
+                shown.append(event.data.delta)
         return str(streamed.final_output)
