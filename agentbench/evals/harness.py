@@ -204,8 +204,8 @@ def missing_requirements(suite: Any) -> str | None:
         return None
     names = ", ".join(missing)
     return (
-        f"suite {suite.name!r} needs {names}, not installed here (pip install "
-        "'agentbench[frameworks]' for the frameworks the shipped suites use)"
+        f"suite {suite.name!r} needs {names}, not installed here (agentbench's own suites: "
+        "pip install 'agentbench[frameworks,mcp]')"
     )
 
 
