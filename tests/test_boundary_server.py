@@ -74,3 +74,35 @@ def test_a_chunked_body_reaches_the_model_api() -> None:
     status, body = asyncio.run(_exchange(data))
     assert status == 200
     assert body == {"wire": "chat", "body": {"a": 1}}
+
+
+def test_an_event_stream_is_sent_chunked_one_http_chunk_per_event() -> None:
+    events = [b'data: {"n":1}\n\n', b'event: x\ndata: {"n":2}\n\n', b"data: [DONE]\n\n"]
+
+    async def stream(wire, body, headers):  # type: ignore[no-untyped-def]
+        return 200, "text/event-stream", b"".join(events)
+
+    async def exchange() -> bytes:
+        async with BoundaryServer(stream, model="m") as server:
+            port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n" + CLOSE)
+            writer.write(b"\r\n{}")
+            await writer.drain()
+            answer = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            return answer
+
+    head, _, body = asyncio.run(exchange()).partition(b"\r\n\r\n")
+    assert b"Transfer-Encoding: chunked" in head
+    assert b"Content-Length" not in head
+    chunks = []
+    while True:
+        size_line, _, body = body.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            break
+        chunks.append(body[:size])
+        assert body[size : size + 2] == b"\r\n"
+        body = body[size + 2 :]
+    assert chunks == events

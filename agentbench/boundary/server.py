@@ -5,7 +5,9 @@ harness's own event loop: a sync target calls it from its worker thread, an asyn
 the loop itself, and neither can reach another case's server. Requests are bounded (head 64
 KiB, body 64 MiB by default); keep-alive is honoured, so a client's connection pool works as
 against a real provider. Each POST to a model API (`wire.wire_for`) goes to `answer`, which
-returns the status, content type and body; anything else gets an OpenAI-shaped error.
+returns the status, content type and body; anything else gets an OpenAI-shaped error. An event
+stream (`text/event-stream`) is sent as a provider sends it: chunked, one HTTP chunk per event
+in the body's order, so a client reads a recorded stream with its recorded chunking.
 """
 
 from __future__ import annotations
@@ -42,16 +44,21 @@ def error_body(message: str, kind: str = "invalid_request_error", code: str | No
 class BoundaryServer:
     """Serves `answer` on 127.0.0.1 until closed; `base_url` ends in `/v1`."""
 
-    def __init__(self, answer: Answer, *, model: str = "", max_body: int = MAX_BODY) -> None:
+    def __init__(
+        self, answer: Answer, *, model: str = "", max_body: int = MAX_BODY, port: int = 0
+    ) -> None:
         self._answer = answer
         self._model = model
         self._max_body = max_body
+        self._port = port  # 0: the OS picks a free one
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self.base_url = ""
 
     async def start(self) -> BoundaryServer:
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0, limit=MAX_HEAD)
+        self._server = await asyncio.start_server(
+            self._connection, "127.0.0.1", self._port, limit=MAX_HEAD
+        )
         port = self._server.sockets[0].getsockname()[1]
         self.base_url = f"http://127.0.0.1:{port}/v1"
         return self
@@ -182,9 +189,32 @@ async def _send(
         reason = http.HTTPStatus(status).phrase
     except ValueError:
         reason = "Status"
+    connection = "keep-alive" if keep else "close"
+    if content_type.startswith("text/event-stream"):
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+            f"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n"
+            f"Connection: {connection}\r\n\r\n"
+        )
+        writer.write(head.encode("latin-1"))
+        for event in sse_events(body):
+            writer.write(b"%x\r\n%b\r\n" % (len(event), event))
+            await writer.drain()  # each event leaves as it would from a provider
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return
     head = (
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: {'keep-alive' if keep else 'close'}\r\n\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: {connection}\r\n\r\n"
     )
     writer.write(head.encode("latin-1") + body)
     await writer.drain()
+
+
+def sse_events(body: bytes) -> list[bytes]:
+    """An event-stream body cut into its events, each with the blank line that ends it (the
+    JSON in a `data:` line holds no raw newline, so a blank line only ever ends an event)."""
+    events = [event + b"\n\n" for event in body.split(b"\n\n") if event.strip(b"\r\n")]
+    if body and not body.endswith(b"\n\n") and events:  # a body cut short: as it was
+        events[-1] = events[-1][:-2]
+    return events
