@@ -25,6 +25,7 @@ from agentbench.commands.history import history
 from agentbench.commands.merge import merge
 from agentbench.commands.otel import export_otel, import_otel
 from agentbench.commands.promote import promote
+from agentbench.commands.proxy import proxy
 from agentbench.commands.replay import diff, replay
 from agentbench.commands.report import report
 from agentbench.commands.run import run as run_command
@@ -74,6 +75,7 @@ cli.add_command(serve)
 cli.add_command(merge)
 cli.add_command(gate)
 cli.add_command(tools)
+cli.add_command(proxy)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,344 @@
+"""`agentbench proxy` through the real openai SDK: record against the bundled test server,
+replay with no network (sync, async, streaming, conversations interleaved at once), a request
+the recording has no answer for refused with the nearest recorded call, a conversation going
+live from its divergence, and no secret of the agent's reaching the cassette."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from agentbench.boundary.forward import WireForwarder
+from agentbench.boundary.proxy import Proxy
+from agentbench.boundary.server import BoundaryServer
+from agentbench.replay.cassette import Cassette
+from agentbench.runtime.models import ToolCall
+from agentbench.testing.server import HTTPFault, OpenAICompatibleServer
+
+MODEL = "test-model"
+WEATHER = [
+    {
+        "type": "function",
+        "function": {
+            "name": "weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+
+
+def echo(request: dict[str, Any]) -> str:
+    """The upstream's policy: each conversation's answer says which question it answers."""
+    last = request["messages"][-1]
+    return f"answer {len(request['messages'])} to {last['content']}"
+
+
+@contextlib.contextmanager
+def running(proxy: Proxy) -> Iterator[str]:
+    """`proxy` served on its own event loop in a thread; yields the OpenAI base URL."""
+    ready = threading.Event()
+    holder: dict[str, Any] = {}
+
+    async def serve() -> None:
+        holder["stop"] = stop = asyncio.Event()
+        holder["loop"] = asyncio.get_running_loop()
+        async with BoundaryServer(proxy.answer) as server:
+            holder["url"] = server.base_url
+            ready.set()
+            await stop.wait()
+        await proxy.aclose()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        yield holder["url"]
+    finally:
+        holder["loop"].call_soon_threadsafe(holder["stop"].set)
+        thread.join(10)
+
+
+def client(url: str, **options: Any) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url, api_key="sk-agent-side-key-0123456789abcdef", **options)
+
+
+def ask(url: str, question: str, **options: Any) -> str:
+    with client(url, **options) as openai_client:
+        answer = openai_client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": question}]
+        )
+    return str(answer.choices[0].message.content)
+
+
+def record(tmp_path: Path, upstream: OpenAICompatibleServer, questions: list[str]) -> Path:
+    """Each question asked once through a recording proxy; returns the saved cassette."""
+    proxy = Proxy(upstream=WireForwarder("upstream", base_url=upstream.base_url, api_key="k"))
+    with running(proxy) as url:
+        for question in questions:
+            ask(url, question)
+    return proxy.cassette.save(tmp_path / "proxy.yaml")
+
+
+def test_a_recording_replays_through_the_sdk_with_no_upstream(tmp_path: Path) -> None:
+    script = [ToolCall(name="weather", arguments='{"city": "Paris"}', id="call_1"), "Sunny."]
+    with OpenAICompatibleServer(script) as upstream:
+        proxy = Proxy(upstream=WireForwarder("up", base_url=upstream.base_url, api_key="k"))
+        with running(proxy) as url, client(url) as sdk:
+            messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+            first = sdk.chat.completions.create(model=MODEL, messages=messages, tools=WEATHER)
+            call = first.choices[0].message.tool_calls[0]
+            messages += [
+                first.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": "18C, sunny"},
+            ]
+            last = sdk.chat.completions.create(model=MODEL, messages=messages, tools=WEATHER)
+        path = proxy.cassette.save(tmp_path / "weather.yaml")
+    # The upstream is gone: replay answers alone, the same answers.
+    replay = Proxy(recording=Cassette.load(path))
+    with running(replay) as url, client(url) as sdk:
+        again = sdk.chat.completions.create(model=MODEL, messages=messages[:1], tools=WEATHER)
+        assert again.choices[0].message.tool_calls[0].function.name == "weather"
+        final = sdk.chat.completions.create(model=MODEL, messages=messages, tools=WEATHER)
+    assert final.choices[0].message.content == last.choices[0].message.content == "Sunny."
+    assert (replay.tally.replayed, replay.tally.refused) == (2, [])
+
+
+def test_async_streaming_replays_the_recorded_events_verbatim(tmp_path: Path) -> None:
+    async def stream(url: str) -> list[Any]:
+        async with openai.AsyncOpenAI(base_url=url, api_key="x") as sdk:
+            events = await sdk.chat.completions.create(
+                model=MODEL,
+                messages=[{"role": "user", "content": "Tell me a story"}],
+                stream=True,
+            )
+            return [chunk async for chunk in events]
+
+    with OpenAICompatibleServer(["Once upon a time, a proxy."]) as upstream:
+        proxy = Proxy(upstream=WireForwarder("up", base_url=upstream.base_url, api_key="k"))
+        with running(proxy) as url:
+            live = asyncio.run(stream(url))
+        path = proxy.cassette.save(tmp_path / "stream.yaml")
+    assert Cassette.load(path).interactions[0].streamed
+    with running(Proxy(recording=Cassette.load(path))) as url:
+        replayed = asyncio.run(stream(url))
+    # The live answer's chunks, ids and chunking included, not a stream made up afterwards.
+    assert [c.model_dump() for c in replayed] == [c.model_dump() for c in live]
+    assert len(replayed) > 3
+    text = "".join(c.choices[0].delta.content or "" for c in replayed if c.choices)
+    assert text == "Once upon a time, a proxy."
+
+
+def test_conversations_interleaved_at_once_are_told_apart(tmp_path: Path) -> None:
+    """Two conversations of two turns each, recorded one after the other, replayed at once in
+    the other order, their turns interleaved: each request gets its own conversation's answer
+    (in arrival order, the first would get the other conversation's)."""
+    with OpenAICompatibleServer(responder=echo) as upstream:
+        proxy = Proxy(upstream=WireForwarder("up", base_url=upstream.base_url, api_key="k"))
+        with running(proxy) as url:
+            recorded = {t: asyncio.run(converse_alone(url, t)) for t in ("cats", "dogs")}
+        path = proxy.cassette.save(tmp_path / "two.yaml")
+    replay = Proxy(recording=Cassette.load(path))
+    with running(replay) as url:
+        replayed = asyncio.run(interleaved(url, ["dogs", "cats"]))
+    assert replayed == recorded
+    assert recorded["cats"] == ["cats: answer 1 to cats", "cats: answer 3 to more"]
+    assert (replay.tally.replayed, replay.tally.refused) == (4, [])
+
+
+async def _turns(sdk: openai.AsyncOpenAI, topic: str, between: Any = None) -> list[str]:
+    messages: list[Any] = [{"role": "user", "content": topic}]
+    said = []
+    for turn in range(2):
+        if turn == 1 and between is not None:
+            await between()
+        answer = await sdk.chat.completions.create(model=MODEL, messages=messages)
+        text = str(answer.choices[0].message.content)
+        said.append(f"{topic}: {text}")
+        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "more"}]
+    return said
+
+
+async def converse_alone(url: str, topic: str) -> list[str]:
+    async with openai.AsyncOpenAI(base_url=url, api_key="x") as sdk:
+        return await _turns(sdk, topic)
+
+
+async def interleaved(url: str, topics: list[str]) -> dict[str, list[str]]:
+    """The conversations' turns strictly interleaved: every first turn, then every second."""
+    firsts_done = asyncio.Barrier(len(topics))
+    async with openai.AsyncOpenAI(base_url=url, api_key="x") as sdk:
+        said = await asyncio.gather(*(_turns(sdk, t, firsts_done.wait) for t in topics))
+    return dict(zip(topics, said, strict=True))
+
+
+def test_a_request_the_recording_has_no_answer_for_is_refused_naming_the_nearest(
+    tmp_path: Path,
+) -> None:
+    with OpenAICompatibleServer(responder=echo) as upstream:
+        path = record(tmp_path, upstream, ["What is 2+2?", "Capital of France?"])
+    refused: list[Any] = []
+    replay = Proxy(recording=Cassette.load(path), on_refusal=refused.append)
+    with running(replay) as url:
+        assert ask(url, "Capital of France?") == "answer 1 to Capital of France?"
+        with pytest.raises(openai.BadRequestError) as caught:
+            ask(url, "Capital of Spain?", max_retries=0)
+        # Asked more often than recorded: refused too, and said so.
+        with pytest.raises(openai.BadRequestError) as again:
+            ask(url, "Capital of France?", max_retries=0)
+    message = caught.value.message
+    assert "nearest is #2 of 2" in message, message
+    assert "messages[0].content" in message and "Spain" in message
+    assert "each has been answered" in again.value.message
+    assert [r.call for r in refused] == [2, 3]
+    assert replay.summary()[0] == "agentbench proxy: 3 call(s): 1 replayed, 0 forwarded, 2 refused"
+    assert "recorded calls never asked: #1" in "\n".join(replay.summary())
+
+
+def test_no_secret_the_agent_sends_reaches_the_cassette_or_the_upstream(tmp_path: Path) -> None:
+    secrets = {
+        "key": "sk-agent-side-key-0123456789abcdef",
+        "x-api-key": "sk-ant-api03-headersecret0123456789",
+        "cookie": "session=cookiesecret0123456789",
+        "body": "sk-proj-bodysecret0123456789abcdef",
+    }
+    with OpenAICompatibleServer(responder=echo) as upstream:
+        forwarder = WireForwarder("up", base_url=upstream.base_url, api_key="proxy-own-key")
+        proxy = Proxy(upstream=forwarder)
+        with running(proxy) as url:
+            headers = {"x-api-key": secrets["x-api-key"], "Cookie": secrets["cookie"]}
+            ask(url, f"my key is {secrets['body']}", default_headers=headers)
+        sent = upstream.requests[0].headers
+    text = proxy.cassette.save(tmp_path / "secrets.yaml").read_text()
+    for name, value in secrets.items():
+        assert value not in text, name
+    for header in ("authorization", "x-api-key", "cookie"):  # only content-type is kept
+        assert header not in text.lower(), header
+    assert sent.get("authorization") == "Bearer proxy-own-key"
+    assert secrets["x-api-key"] not in str(sent) and secrets["cookie"] not in str(sent)
+
+
+def test_live_from_divergence_goes_live_for_the_diverged_conversation_only(
+    tmp_path: Path,
+) -> None:
+    with OpenAICompatibleServer(responder=echo) as upstream:
+        proxy = Proxy(upstream=WireForwarder("up", base_url=upstream.base_url, api_key="k"))
+        with running(proxy) as url:
+            for topic in ("cats", "dogs"):
+                asyncio.run(converse_alone(url, topic))
+        path = proxy.cassette.save(tmp_path / "two.yaml")
+
+    def changed(request: dict[str, Any]) -> str:
+        return "live " + echo(request)
+
+    with OpenAICompatibleServer(responder=changed) as live:
+        forwarder = WireForwarder("live", base_url=live.base_url, api_key="k")
+        replay = Proxy(recording=Cassette.load(path), upstream=forwarder)
+        with running(replay) as url:
+            said = asyncio.run(interleaved(url, ["cats", "birds"]))
+        assert len(live.requests) == 2  # birds' two turns, nothing of cats'
+    assert said["cats"] == ["cats: answer 1 to cats", "cats: answer 3 to more"]
+    assert said["birds"] == ["birds: live answer 1 to birds", "birds: live answer 3 to more"]
+    assert (replay.tally.replayed, replay.tally.forwarded, replay.tally.refused) == (2, 2, [])
+    saved = Cassette.load(replay.cassette.save(tmp_path / "after.yaml"))
+    assert len(saved.interactions) == 6
+    assert saved.interactions[4].request["messages"][0]["content"] == "birds"
+
+
+@contextlib.contextmanager
+def proxy_command(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`agentbench proxy ARGS` as a user runs it; yields its OpenAI base URL, read from the
+    line it prints, and the process (stopped with SIGTERM by the test)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentbench", "proxy", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline() if process.stdout else ""
+        assert line.startswith("agentbench proxy: listening on http://127.0.0.1:"), line + (
+            process.stderr.read() if process.stderr else ""
+        )
+        yield line.split("OPENAI_BASE_URL=", 1)[1].split(",", 1)[0], process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_the_command_records_replays_refuses_and_says_so(tmp_path: Path) -> None:
+    cassette = tmp_path / "agent.yaml"
+    with OpenAICompatibleServer(responder=echo) as upstream:
+        with proxy_command("--record", str(cassette), "--upstream", upstream.base_url) as (
+            url,
+            process,
+        ):
+            assert ask(url, "Capital of France?") == "answer 1 to Capital of France?"
+            process.send_signal(signal.SIGINT)
+            out, _ = process.communicate(timeout=30)
+        assert process.returncode == 0, out
+        assert f"saved 1 call(s) to {cassette}" in out
+    with proxy_command("--replay", str(cassette)) as (url, process):
+        assert ask(url, "Capital of France?") == "answer 1 to Capital of France?"
+        with pytest.raises(openai.BadRequestError):
+            ask(url, "Capital of Spain?", max_retries=0)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    # A refusal is a divergence: exit 1, said as it happened and in the summary.
+    assert process.returncode == 1, out + err
+    assert "refused call 2 (chat): no recorded call matches; nearest is #1 of 1" in err
+    assert "2 call(s): 1 replayed, 0 forwarded, 1 refused" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([], "needs one of --replay CASSETTE or --record CASSETTE"),
+        (["--record", "x.yaml"], "--record needs --upstream URL"),
+        (["--replay", "x.yaml", "--live-from-divergence"], "needs --upstream URL"),
+        (["--replay", "missing.yaml"], "no such cassette file"),
+    ],
+)
+def test_the_command_refuses_what_it_cannot_do(tmp_path: Path, args: list[str], says: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentbench", "proxy", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert says in done.stderr, done.stderr
+    assert done.returncode == 2
+
+
+def test_an_upstream_error_is_recorded_and_replayed_as_the_client_got_it(tmp_path: Path) -> None:
+    with OpenAICompatibleServer([HTTPFault(400, "context too long")]) as upstream:
+        proxy = Proxy(upstream=WireForwarder("up", base_url=upstream.base_url, api_key="k"))
+        with running(proxy) as url, pytest.raises(openai.BadRequestError) as live:
+            ask(url, "a very long question", max_retries=0)
+        path = proxy.cassette.save(tmp_path / "failed.yaml")
+    assert proxy.tally.upstream_failures == []  # the provider refused the request: no outage
+    replay = Proxy(recording=Cassette.load(path))
+    with running(replay) as url, pytest.raises(openai.BadRequestError) as replayed:
+        ask(url, "a very long question", max_retries=0)
+    assert replayed.value.body == live.value.body
+    assert "context too long" in replayed.value.message
+
+
+def test_an_upstream_out_of_reach_is_a_502_and_an_infrastructure_failure() -> None:
+    proxy = Proxy(upstream=WireForwarder("up", base_url="http://127.0.0.1:9/v1", api_key="k"))
+    with running(proxy) as url, pytest.raises(openai.InternalServerError) as caught:
+        ask(url, "anyone there?", max_retries=0)
+    assert caught.value.status_code == 502
+    assert "127.0.0.1:9" in proxy.tally.upstream_failures[0]
+    assert any("upstream failed" in line for line in proxy.summary())
