@@ -6,7 +6,10 @@ and this one forwards the body the client posted, unchanged but for the model na
 same API path at the real endpoint, with the user's key (never the loopback key the target
 holds). So a Responses API agent is recorded through the Responses API, with every setting its
 framework sent, and what is recorded is the endpoint's own answer. A client's retry is the
-client's: each attempt reaches the endpoint, and is recorded, as it did.
+client's: each attempt reaches the endpoint, and is recorded, as it did. Anthropic's Messages
+API goes to its own endpoint (`anthropic_base_url`, else ANTHROPIC_BASE_URL, else
+api.anthropic.com) with `x-api-key` (ANTHROPIC_API_KEY) and the `anthropic-version` (and
+`anthropic-beta`) the client sent, 2023-06-01 when it sent none.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from __future__ import annotations
 import contextvars
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from agentbench.boundary.wire import CHAT, Wire
+from agentbench.boundary.wire import CHAT, MESSAGES, Wire
 from agentbench.errors import ModelError, ModelTimeoutError, UsageError
 from agentbench.runtime.completions import CompletionFormatError
 from agentbench.runtime.models import ChatResponse, TextDeltaHandler
@@ -29,6 +32,14 @@ class WireCall:
 
     wire: Wire
     body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names, as sent
+
+
+ANTHROPIC_API = "https://api.anthropic.com"
+ANTHROPIC_VERSION = "2023-06-01"  # what the client sent wins
+# A call to a provider whose key is not set: the client sees it (HTTP 401) and the run ends.
+_NO_KEY = "agentbench: forwarding this call needs {} in agentbench's environment (or {} for "
+_NO_KEY += "another endpoint)"
 
 
 # Set by the server's handler for the call it is answering (each connection is its own task,
@@ -48,16 +59,25 @@ class WireForwarder:
         base_url: str | None = None,
         api_key: str | None = None,
         timeout_s: float = 600.0,
+        anthropic_base_url: str | None = None,
+        anthropic_api_key: str | None = None,
     ) -> None:
         self.name = name
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "").rstrip("/") or (
             "https://api.openai.com/v1"
         )
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY")
-        if self._api_key is None and "api.openai.com" in self.base_url:
+        # The anthropic SDK's base URL is the server's root: its paths start with /v1.
+        self.anthropic_base_url = (
+            anthropic_base_url or os.environ.get("ANTHROPIC_BASE_URL") or ""
+        ).rstrip("/") or ANTHROPIC_API
+        self._anthropic_key = anthropic_api_key or os.environ.get("ANTHROPIC_API_KEY")
+        anthropic = self._anthropic_key is not None or self.anthropic_base_url != ANTHROPIC_API
+        if self._api_key is None and "api.openai.com" in self.base_url and not anthropic:
             raise UsageError(
                 "recording at the model-API boundary needs OPENAI_API_KEY for OpenAI's endpoint "
-                "(or --base-url / OPENAI_BASE_URL for another)"
+                "(or --base-url / OPENAI_BASE_URL for another), or ANTHROPIC_API_KEY for "
+                "Anthropic's"
             )
         self.timeout_s = timeout_s
         self._client: Any = None
@@ -70,7 +90,32 @@ class WireForwarder:
     def call_uri(self) -> str:
         """Where the call being answered goes: what a recording names as its `uri`."""
         call = current_call.get()
-        return self.base_url + (call.wire.path if call is not None else CHAT.path)
+        return self._url(call.wire if call is not None else CHAT)
+
+    def _url(self, wire: Wire) -> str:
+        if wire is MESSAGES:
+            return self.anthropic_base_url + "/v1" + wire.path
+        return self.base_url + wire.path
+
+    def _headers(self, call: WireCall | None) -> dict[str, str]:
+        """The endpoint's headers, with the user's key (never the one the client sent)."""
+        headers = {"content-type": "application/json"}
+        if call is not None and call.wire is MESSAGES:
+            if self._anthropic_key is None and self.anthropic_base_url == ANTHROPIC_API:
+                raise ModelError(
+                    _NO_KEY.format("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"), status_code=401
+                )
+            if self._anthropic_key:
+                headers["x-api-key"] = self._anthropic_key
+            headers["anthropic-version"] = call.headers.get("anthropic-version", ANTHROPIC_VERSION)
+            if "anthropic-beta" in call.headers:
+                headers["anthropic-beta"] = call.headers["anthropic-beta"]
+            return headers
+        if self._api_key is None and "api.openai.com" in self.base_url:
+            raise ModelError(_NO_KEY.format("OPENAI_API_KEY", "OPENAI_BASE_URL"), status_code=401)
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        return headers
 
     def __repr__(self) -> str:  # never show the key
         return f"WireForwarder({self.name!r}, base_url={self.base_url!r})"
@@ -84,12 +129,10 @@ class WireForwarder:
             body["model"] = request["model"]  # a continuation asks under the live model's name
         import httpx2  # the openai SDK's own HTTP client: no dependency of ours
 
+        headers = self._headers(call)
         if self._client is None:
             self._client = httpx2.AsyncClient(timeout=self.timeout_s)
-        headers = {"content-type": "application/json"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        url = self.base_url + wire.path
+        url = self._url(wire)
         started = time.perf_counter()
         try:
             answer = await self._client.post(url, json=body, headers=headers)

@@ -115,16 +115,19 @@ class BoundaryServer:
         wire = wire_for(path)
         if method != "POST" or wire is None:
             message = (
-                f"agentbench's boundary server answers the Chat Completions and Responses APIs "
-                f"(POST …/chat/completions, POST …/responses), not {method} {path}"
+                f"agentbench's boundary server answers the Chat Completions, Responses and "
+                f"Anthropic Messages APIs (POST …/chat/completions, POST …/responses, POST "
+                f"…/v1/messages), not {method} {path}"
             )
             return 404, "application/json", error_body(message, code="unknown_url")
         try:
             parsed = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            return 400, "application/json", error_body(f"the request body is not JSON: {exc}")
+            problem = f"the request body is not JSON: {exc}"
+            return 400, "application/json", wire.error(problem, "invalid_request_error", None)
         if not isinstance(parsed, dict):
-            return 400, "application/json", error_body("the request body is not a JSON object")
+            problem = "the request body is not a JSON object"
+            return 400, "application/json", wire.error(problem, "invalid_request_error", None)
         return await self._answer(wire, parsed, headers)
 
 

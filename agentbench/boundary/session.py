@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from agentbench.boundary.forward import WireCall, WireForwarder, current_call
-from agentbench.boundary.server import BoundaryServer, error_body
+from agentbench.boundary.server import BoundaryServer
 from agentbench.boundary.target import CallableTarget, TargetContext
 from agentbench.boundary.traffic import TurnTraffic
 from agentbench.boundary.wire import Wire
@@ -32,6 +32,7 @@ from agentbench.replay.models import (
     RequestDriftError,
 )
 from agentbench.replay.session import Turn, continue_conversation
+from agentbench.runtime.completions import CompletionFormatError
 from agentbench.runtime.context import Context
 from agentbench.runtime.events import Hook
 from agentbench.runtime.models import ChatModel
@@ -128,13 +129,24 @@ class _Served:
     ) -> tuple[int, str, bytes]:
         traffic = self.turn
         if traffic is None:
-            return 409, "application/json", error_body("no turn of this case is running")
-        request = wire.normalize(body)
+            return (
+                409,
+                "application/json",
+                wire.error("no turn of this case is running", "invalid_request_error", None),
+            )
+        try:
+            request = wire.normalize(body)
+        except CompletionFormatError as exc:  # the client's own request: it hears why
+            return (
+                400,
+                "application/json",
+                wire.error(f"agentbench: {exc}", "invalid_request_error", None),
+            )
         step = await traffic.request(request)
         agent = traffic.agent
         self.calls += 1
         call = self.calls
-        token = current_call.set(WireCall(wire, body))
+        token = current_call.set(WireCall(wire, body, headers))
         self._arrived(call)
         try:
             if self._groups and isinstance(self.model, ReplayModel):
@@ -143,10 +155,14 @@ class _Served:
             response = await self.model.complete(request)
         except (ReplayMissingError, RequestDriftError) as exc:
             # 400: a client does not retry it, and shows the message.
-            return 400, "application/json", error_body(f"agentbench: {exc}", code="replay")
+            return (
+                400,
+                "application/json",
+                wire.error(f"agentbench: {exc}", "invalid_request_error", "replay"),
+            )
         except ModelError as exc:  # recorded, or the live endpoint's: the client sees it
             status = exc.status_code or 502
-            payload = exc.body.encode() if exc.body else error_body(str(exc), "api_error")
+            payload = exc.body.encode() if exc.body else wire.error(str(exc), "api_error", None)
             return status, "application/json", payload
         finally:
             self._left(call)
@@ -184,7 +200,13 @@ async def run_turns(
             )
             served.turn = traffic
             await traffic.start()
-            context = TargetContext(server.base_url, name, variables=variables, turn=number)
+            context = TargetContext(
+                server.base_url,
+                name,
+                variables=variables,
+                turn=number,
+                anthropic_base_url=server.base_url.removesuffix("/v1"),
+            )
             output, error = await _call(target, turn_input, context)
             result = await traffic.finish(output, error)
             served.turn = None

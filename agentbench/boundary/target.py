@@ -2,9 +2,10 @@
 
 `CallableTarget` wraps the function a suite's `agent:` names when it is not an agentbench
 `Agent`: `fn(input)` or `fn(input, target)`, sync or async. `TargetContext` is the `target`:
-the loopback server's base URL and the key it accepts, to give the model client, the suite's
-model name, the case's context variables and the turn. A sync function runs in a worker
-thread so the server (on the event loop) can answer the calls it makes.
+the loopback server's base URL (`anthropic_base_url` for an Anthropic client) and the key it
+accepts, to give the model client, the suite's model name, the case's context variables and
+the turn. A sync function runs in a worker thread so the server (on the event loop) can answer
+the calls it makes.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class TargetContext:
     api_key: str = LOOPBACK_KEY
     variables: dict[str, Any] = field(default_factory=dict)  # the case's `context:`
     turn: int = 1  # 1-based turn of a multi-turn case
+    # The same server as Anthropic's SDKs take it (ANTHROPIC_BASE_URL): its root, no `/v1`.
+    anthropic_base_url: str = ""
 
 
 def current_target() -> TargetContext | None:

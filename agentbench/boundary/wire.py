@@ -1,9 +1,10 @@
 """The model APIs a boundary target may speak, each an adapter to one normalized request.
 
-Chat Completions and the Responses API (the OpenAI Agents SDK's default) are told apart by the
-path the client posts to. Each adapter turns its request into the chat-completions-shaped
-dict agentbench compares and records, renders an answer back in the client's own format
-(JSON or an event stream), and reads a live endpoint's answer.
+Chat Completions, the Responses API (the OpenAI Agents SDK's default) and Anthropic's Messages
+API are told apart by the path the client posts to. Each adapter turns its request into the
+chat-completions-shaped dict agentbench compares and records, renders an answer back in the
+client's own format (JSON or an event stream), reads a live endpoint's answer, and writes an
+error in the shape the client's SDK reads its message from.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentbench.boundary import chat_api
+from agentbench.boundary import chat_api, messages_api
 from agentbench.runtime.models import ChatResponse
 
 
@@ -20,13 +21,23 @@ from agentbench.runtime.models import ChatResponse
 class Wire:
     """One model API at the boundary."""
 
-    name: str  # "chat" | "responses"
+    name: str  # "chat" | "responses" | "messages"
     path: str  # under the base URL, e.g. "/chat/completions"
     normalize: Callable[[dict[str, Any]], dict[str, Any]]
     # (response, model, body the client sent, call number) -> (content type, body)
     render: Callable[[ChatResponse, str, dict[str, Any], int], tuple[str, bytes]]
     # (content type, body, normalized request) -> the answer
     parse_answer: Callable[[str, bytes, dict[str, Any]], ChatResponse]
+    # (message, type, code) -> an error body in this API's shape
+    error: Callable[[str, str, str | None], bytes]
+
+
+def _openai_error(
+    message: str, kind: str = "invalid_request_error", code: str | None = None
+) -> bytes:
+    from agentbench.boundary.server import error_body  # the server's own, for what no wire reads
+
+    return error_body(message, kind, code)
 
 
 def _render_chat(
@@ -81,11 +92,60 @@ def _parse_responses(content_type: str, body: bytes, request: dict[str, Any]) ->
     return responses_api.parse_response(orjson.loads(body), request)
 
 
-CHAT = Wire("chat", chat_api.PATH, chat_api.normalize_request, _render_chat, chat_api.parse_answer)
-RESPONSES = Wire(
-    "responses", "/responses", _normalize_responses, _render_responses, _parse_responses
+def _render_messages(
+    response: ChatResponse, model: str, body: dict[str, Any], call: int
+) -> tuple[str, bytes]:
+    import orjson
+
+    raw = response.raw or {}
+    if body.get("stream") and raw.get("object") == messages_api.MESSAGES_STREAM_OBJECT:
+        return "text/event-stream", messages_api.sse_text(raw["events"]).encode()
+    if raw.get("type") == "message":
+        message = raw
+    else:
+        message = messages_api.message_body(response, model, message_id=_message_id(raw, call))
+    if body.get("stream"):
+        return "text/event-stream", messages_api.sse_text(
+            messages_api.stream_events(message)
+        ).encode()
+    return "application/json", orjson.dumps(message)
+
+
+def _message_id(raw: dict[str, Any], call: int) -> str:
+    """A recorded stream's own message id, else one stable from run to run."""
+    for event in raw.get("events") or ():
+        if isinstance(event, dict) and event.get("type") == "message_start":
+            recorded = (event.get("message") or {}).get("id")
+            if isinstance(recorded, str):
+                return recorded
+    return f"msg_agentbench_{call:06d}"
+
+
+CHAT = Wire(
+    "chat",
+    chat_api.PATH,
+    chat_api.normalize_request,
+    _render_chat,
+    chat_api.parse_answer,
+    _openai_error,
 )
-WIRES = (CHAT, RESPONSES)
+RESPONSES = Wire(
+    "responses",
+    "/responses",
+    _normalize_responses,
+    _render_responses,
+    _parse_responses,
+    _openai_error,
+)
+MESSAGES = Wire(
+    "messages",
+    messages_api.PATH,
+    messages_api.normalize_request,
+    _render_messages,
+    messages_api.parse_answer,
+    messages_api.error_body,
+)
+WIRES = (CHAT, RESPONSES, MESSAGES)
 
 
 def wire_for(path: str) -> Wire | None:

@@ -33,7 +33,7 @@ from vcr import serialize as vcr_serialize
 from vcr.request import Request
 from vcr.serializers import jsonserializer, yamlserializer
 
-from agentbench.boundary import responses_api
+from agentbench.boundary import messages_api, responses_api
 from agentbench.errors import AgentbenchError, ModelError, ModelTimeoutError, UsageError
 from agentbench.replay import cassette_cache
 from agentbench.replay.drift import FINGERPRINT_VERSION, Fingerprinter
@@ -67,6 +67,9 @@ CASSETTE_FORMAT = 1
 VCR_FORMAT_VERSIONS = (1,)
 DEFAULT_URI = "https://api.openai.com/v1/chat/completions"
 RESPONSES_URI = "https://api.openai.com/v1/responses"
+MESSAGES_URI = "https://api.anthropic.com/v1/messages"
+# An Anthropic Messages stream: its events are named, and the first is always this one.
+_MESSAGES_STREAM = "event: message_start"
 _JSON = "application/json"
 _SSE = "text/event-stream"
 _TEXT = "text/plain"
@@ -174,8 +177,13 @@ class Interaction:
         if kind == responses_api.RESPONSES_STREAM_OBJECT:
             text = responses_api.sse_text(raw["events"])
             return cls(request, text, _SSE, uri=uri or RESPONSES_URI)
+        if kind == messages_api.MESSAGES_STREAM_OBJECT:
+            text = messages_api.sse_text(raw["events"])
+            return cls(request, text, _SSE, uri=uri or MESSAGES_URI)
         body = raw if raw is not None else completion_body(response, str(request.get("model", "")))
         default = RESPONSES_URI if kind == "response" else DEFAULT_URI
+        if raw is not None and raw.get("type") == "message":
+            default = MESSAGES_URI
         return cls(request, wire_json(body), _JSON, uri=uri or default)
 
     @classmethod
@@ -227,6 +235,9 @@ class Interaction:
             return checked
         # With the request, a body without usage gets the estimate the live call made.
         if self.streamed:
+            if self.response_body.startswith(_MESSAGES_STREAM):
+                events = responses_api.parse_sse(self.response_body)
+                return messages_api.parse_stream(events, self.request)
             if _responses_stream(self.response_body):
                 events = responses_api.parse_sse(self.response_body)
                 return responses_api.parse_stream(events, on_text_delta, self.request)
@@ -234,6 +245,8 @@ class Interaction:
         body = read_wire_json(self.response_body)
         if type(body) is dict and body.get("object") == "response":
             return responses_api.parse_response(body, self.request)
+        if type(body) is dict and body.get("type") == "message":
+            return messages_api.parse_message(body, self.request)
         return parse_completion(body, self.request)
 
 

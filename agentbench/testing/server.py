@@ -16,7 +16,11 @@ shape), so one reference policy serves both APIs; `requests` keeps the body as i
 Its answer is a `response` object, or the API's event stream (`response.created` …
 `response.completed`). The faults apply to it as to chat: a `CutStream` sends its first
 `after_chunks` events and the closing `response.completed` only if `finish` (`done` has no
-meaning here: the Responses API ends a stream with no `[DONE]`). The quirks below are chat's.
+meaning here: the Responses API ends a stream with no `[DONE]`). Anthropic's Messages API
+(`/v1/messages`; `anthropic_base_url` is the root its SDKs take) is answered the same way: a
+`message` object, or its events (`message_start` … `message_stop`, with `event:` lines); a
+`CutStream` sends the closing `message_delta` and `message_stop` only if `finish`, and an
+`HTTPFault` comes in Anthropic's error shape. The quirks below are chat's.
 
 `quirks=` makes it behave like a particular real server. `"llama_cpp"` is all of
 llama-cpp-python's server (0.3.x, `--chat_format chatml-function-calling`), each also
@@ -63,7 +67,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agentbench.boundary import responses_api
+from agentbench.boundary import messages_api, responses_api
 from agentbench.runtime.completions import completion_body, stream_chunks
 from agentbench.runtime.models import (
     CallInfo,
@@ -250,6 +254,11 @@ class OpenAICompatibleServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}/v1"
 
+    @property
+    def anthropic_base_url(self) -> str:
+        """The server's root, as Anthropic's SDKs take it (they add `/v1/messages`)."""
+        return self.base_url.removesuffix("/v1")
+
     # -- script ----------------------------------------------------------------------------
     def add(self, *items: Any) -> OpenAICompatibleServer:
         with self._lock:
@@ -337,6 +346,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/").endswith("/responses"):
             self._answer_responses(headers, body)
             return
+        if self.path.split("?", 1)[0].rstrip("/").endswith("/v1/messages"):
+            self._answer_messages(headers, body)
+            return
         info = self.owner._record(self.path, headers, body)
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(
@@ -372,15 +384,33 @@ class _Handler(BaseHTTPRequestHandler):
             item = self.owner._next_item(request, info)
             self._answer(item, request, info, responses_stream=bool(body.get("stream")))
 
+    def _answer_messages(self, headers: dict[str, str], body: Any) -> None:
+        """An Anthropic Messages request: answered from the script as its chat-shaped form."""
+        try:
+            request = messages_api.normalize_request(body)
+        except messages_api.MessagesFormatError as exc:
+            self.owner._record(self.path, headers, body if isinstance(body, dict) else {})
+            self._send_bytes(
+                400,
+                messages_api.error_body(f"not a Messages API request: {exc}"),
+                "application/json",
+            )
+            return
+        info = self.owner._record(self.path, headers, body, request)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            item = self.owner._next_item(request, info)
+            self._answer(item, request, info, messages_stream=bool(body.get("stream")))
+
     def _answer(
         self,
         item: Any,
         body: dict[str, Any],
         info: CallInfo,
         responses_stream: bool | None = None,
+        messages_stream: bool | None = None,
     ) -> None:
-        """Answer `item` to `body` (chat-shaped); `responses_stream` is None for a chat
-        request, else whether the Responses request asked for a stream."""
+        """Answer `item` to `body` (chat-shaped); `responses_stream` (`messages_stream`) is
+        None but for a Responses (Messages) request, then whether it asked for a stream."""
         if callable(item) and not inspect.isclass(item):
             item = model_function(item, "a scripted function")(body, info)
         if inspect.isawaitable(item):
@@ -389,8 +419,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(item.seconds)
             item = item.then
         if isinstance(item, HTTPFault):
-            payload = {"error": {"message": item.message, "type": "injected", "code": item.status}}
-            self._send_json(item.status, payload, item.headers)
+            self._send_json(item.status, _fault_body(item, messages_stream), item.headers)
             return
         if isinstance(item, RawBody):
             self._send_bytes(item.status, item.body.encode(), item.content_type)
@@ -405,6 +434,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._pause_s = trickle.interval_s if trickle is not None else 0.0
         if responses_stream is not None:
             self._send_responses_answer(response, responses_stream, cut, trickle)
+            return
+        if messages_stream is not None:
+            self._send_messages_answer(response, messages_stream, cut, trickle)
             return
         if self._ignores_tools(response, body):
             response = _tools_as_text(response)
@@ -439,6 +471,31 @@ class _Handler(BaseHTTPRequestHandler):
         if cut is not None:
             # The answer's events come first; `response.completed` closes it.
             answer, tail = texts[:-1], texts[-1:]
+            count = len(answer) if cut.after_chunks is None else min(cut.after_chunks, len(answer))
+            texts = answer[:count]
+            if cut.partial and count < len(answer):
+                texts.append(answer[count][: len(answer[count]) // 2])
+            if cut.finish:
+                texts += tail
+        self._send_stream_events(texts, chunked=cut is not None and cut.chunked)
+
+    def _send_messages_answer(
+        self,
+        response: ChatResponse,
+        stream: bool,
+        cut: CutStream | None,
+        trickle: Trickle | None,
+    ) -> None:
+        message_id = f"msg_{uuid.uuid4().hex[:24]}"
+        body = messages_api.message_body(response, self.owner.model, message_id=message_id)
+        if not stream:
+            self._send_body(body, cut, trickle)
+            return
+        events = messages_api.stream_events(body, fragment_chars=self.owner.fragment_chars)
+        texts = [messages_api.sse_text([event]) for event in events]
+        if cut is not None:
+            # The answer's events come first; `message_delta` and `message_stop` close it.
+            answer, tail = texts[:-2], texts[-2:]
             count = len(answer) if cut.after_chunks is None else min(cut.after_chunks, len(answer))
             texts = answer[:count]
             if cut.partial and count < len(answer):
@@ -560,6 +617,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
             self.wfile.flush()
         self.close_connection = True
+
+
+def _fault_body(fault: HTTPFault, messages_stream: bool | None) -> dict[str, Any]:
+    """An injected error in the shape of the API asked: Anthropic's for a Messages request."""
+    if messages_stream is not None:
+        return {"type": "error", "error": {"type": "injected", "message": fault.message}}
+    return {"error": {"message": fault.message, "type": "injected", "code": fault.status}}
 
 
 def _cut_events(events: list[str], chunks: list[dict[str, Any]], cut: CutStream) -> list[str]:
