@@ -21,8 +21,8 @@ import pytest
 from agentbench.boundary.forward import WireForwarder
 from agentbench.boundary.proxy import Proxy
 from agentbench.boundary.server import BoundaryServer
-from agentbench.replay.cassette import Cassette
-from agentbench.runtime.models import ToolCall
+from agentbench.replay.cassette import Cassette, Interaction
+from agentbench.runtime.models import ChatResponse, ToolCall
 from agentbench.testing.server import HTTPFault, OpenAICompatibleServer
 
 MODEL = "test-model"
@@ -342,3 +342,25 @@ def test_an_upstream_out_of_reach_is_a_502_and_an_infrastructure_failure() -> No
     assert caught.value.status_code == 502
     assert "127.0.0.1:9" in proxy.tally.upstream_failures[0]
     assert any("upstream failed" in line for line in proxy.summary())
+
+
+def test_a_diverged_conversation_stays_live_even_where_a_recorded_call_would_match() -> None:
+    """From its first mismatch on, a conversation's answers come from the upstream: a recorded
+    answer further along would answer a question asked after an answer the recording never
+    gave (here the recording holds turn 2 of the conversation but not its turn 1)."""
+    turn2 = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "x"},
+        {"role": "user", "content": "b"},
+    ]
+    recording = Cassette(
+        [Interaction.of({"model": MODEL, "messages": turn2}, ChatResponse(text="recorded"))]
+    )
+    with OpenAICompatibleServer(["x", "live"]) as live:
+        forwarder = WireForwarder("live", base_url=live.base_url, api_key="k")
+        proxy = Proxy(recording=recording, upstream=forwarder)
+        with running(proxy) as url, client(url) as sdk:
+            first = sdk.chat.completions.create(model=MODEL, messages=turn2[:1])
+            second = sdk.chat.completions.create(model=MODEL, messages=turn2)
+    assert (first.choices[0].message.content, second.choices[0].message.content) == ("x", "live")
+    assert (proxy.tally.replayed, proxy.tally.forwarded) == (0, 2)
