@@ -252,7 +252,7 @@ def target_suite(folder: Path, agent_ref: str | None = None) -> Suite:
         if suite.agent not in (agent_ref, _suite_agent(agent_ref, folder)):
             raise UsageError(
                 f"--agent {agent_ref}: suite {suite.name!r} in {folder} already runs agent "
-                f"{suite.agent}; leave --agent out, or promote into a new folder"
+                f"{suite.agent_ref}; leave --agent out, or promote into a new folder"
             )
         return suite
     if not folder.is_dir():
@@ -433,7 +433,7 @@ def _agent_name(suite: Suite) -> str | None:
         return str(agent_for(suite).name)
     except Exception as exc:  # the user's module ran: whatever its import raised
         click.echo(
-            f"warning: agent {suite.agent} could not be loaded ({type(exc).__name__}: "
+            f"warning: agent {suite.agent_ref} could not be loaded ({type(exc).__name__}: "
             f"{one_line(exc)}); the case's steps keep the trace's agent name",
             err=True,
         )

@@ -87,7 +87,7 @@ def _replayed_agent(
     if suite is not None:
         run_setup(suite)  # before the agent: it builds what the agent may open at import
         built = agent_for(suite, agent)
-        if agent is None:
+        if agent is None and isinstance(suite.agent, str):  # a command runs where it is
             origin = loaded_from(suite.agent, suite.path)
             _note_origin(RecordedAgent(built, suite.agent, suite.root, origin))
         return built

@@ -14,12 +14,15 @@ import fnmatch
 import importlib.util
 import operator
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from agentbench.boundary.command import CommandAgent, CommandTarget
 from agentbench.boundary.target import CallableTarget
 from agentbench.errors import AgentbenchError, UsageError, one_line
 from agentbench.evals import results_store
@@ -163,15 +166,24 @@ def agent_for(suite: Any, agent: Any = None) -> Agent | CallableTarget:
     """The suite's agent (or `agent`, when one is given in its place, as `agentbench replay
     --agent` does) with the suite's `model.settings` as its model settings; a plain function
     is a boundary target (its model calls recorded and replayed over HTTP)."""
-    loaded = suite.load_object(suite.agent, what="agent") if agent is None else agent
+    model = suite.model.name if suite.model else None
+    if agent is None and isinstance(suite.agent, CommandAgent):
+        loaded: Any = CommandTarget.of_command(
+            suite.agent, suite.path, where=suite.where("agent"), model=model
+        )
+    else:
+        loaded = suite.load_object(suite.agent, what="agent") if agent is None else agent
     if not isinstance(loaded, Agent):
-        target = CallableTarget.of(
-            loaded, where=suite.where("agent"), model=suite.model.name if suite.model else None
+        target = (
+            loaded
+            if isinstance(loaded, CommandTarget)
+            else CallableTarget.of(loaded, where=suite.where("agent"), model=model)
         )
         refused = agent_only_settings(suite)
         if refused:
             raise UsageError(
-                f"{suite.where('agent')}agent {suite.agent!r} is a function (a boundary "
+                f"{suite.where('agent')}agent {suite.agent_ref!r} is a "
+                f"{'command' if isinstance(target, CommandTarget) else 'function'} (a boundary "
                 f"target): {refused} apply to an agentbench Agent only; its framework makes "
                 "its own requests and runs its own tools, so remove them"
             )
@@ -198,15 +210,39 @@ def agent_only_settings(suite: Any) -> str:
 
 
 def missing_requirements(suite: Any) -> str | None:
-    """Why the suite cannot run here (a module its agent needs is not installed), or None."""
-    missing = [name for name in getattr(suite, "requires", ()) or () if not _installed(name)]
-    if not missing:
-        return None
-    names = ", ".join(missing)
-    return (
-        f"suite {suite.name!r} needs {names}, not installed here (agentbench's own suites: "
-        "pip install 'agentbench[frameworks,mcp]')"
-    )
+    """Why the suite cannot run here (a module its agent needs is not installed, a program
+    not on PATH, a file not in its folder), or None."""
+    modules, needs = [], []
+    for entry in getattr(suite, "requires", ()) or ():
+        kind, _, name = entry.partition(":")
+        if kind == "program" and name:
+            if shutil.which(name) is None:
+                needs.append(f"{name} on PATH")
+        elif kind == "file" and name:
+            if not (suite.path / name).exists():
+                needs.append(f"{name}{_how_to_get(name, suite.path)}")
+        elif not _installed(entry):
+            modules.append(entry)
+    if modules:
+        needs.append(
+            f"{', '.join(modules)}, not installed here (agentbench's own suites: "
+            "pip install 'agentbench[frameworks,mcp]')"
+        )
+    return f"suite {suite.name!r} needs {'; '.join(needs)}" if needs else None
+
+
+def _how_to_get(name: str, folder: Path) -> str:
+    """How a missing file is made, where that can be told (a Node package: `npm ci`)."""
+    if name.startswith("node_modules") and (folder / "package-lock.json").is_file():
+        return f": run `npm ci` in {_shown(folder)}"
+    return f", not in {_shown(folder)}"
+
+
+def _shown(folder: Path) -> str:
+    try:
+        return str(folder.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(folder)
 
 
 def _installed(module: str) -> bool:
@@ -480,7 +516,7 @@ class Harness:
                 else None
             ),
             record=trial == 1,
-            agent_ref=suite.agent,
+            agent_ref=suite.agent_ref,
             suite_dir=suite.path,
             live_from_divergence=options.live_from_divergence,
             always_live=options.live,

@@ -33,6 +33,7 @@ from pydantic import (
     field_validator,
 )
 
+from agentbench.boundary.command import CommandAgent
 from agentbench.errors import UsageError
 from agentbench.evals.case_models import NAME_PATTERN, Case, check_name
 from agentbench.evals.expectations import Expectations, ScorerSpec
@@ -169,16 +170,20 @@ class Suite(BaseModel):
         description="The suite's name (default: the folder's name).",
     )
     description: str = Field("", description="What the suite covers, for people.")
-    agent: str = Field(
-        json_schema_extra={"pattern": REFERENCE_PATTERN},
+    agent: Annotated[str, Field(json_schema_extra={"pattern": REFERENCE_PATTERN})] | (
+        CommandAgent
+    ) = Field(
         description="The agent: module:attribute importable from the repository root, or "
         "file.py:attribute in the suite folder. An agentbench Agent, or any function "
-        "fn(input, target) whose model calls go to target.base_url (a boundary target).",
+        "fn(input, target) whose model calls go to target.base_url (a boundary target). Or a "
+        "program in any language, run once per turn: {command: [node, agent.mjs], timeout, "
+        "env, cwd}.",
     )
     requires: list[str] = Field(
         default_factory=list,
-        description="Modules the agent needs (e.g. agents, langgraph): when one is not "
-        "installed, the suite's cases are skipped with the reason, not failed.",
+        description="What the agent needs: modules (e.g. agents, langgraph), program:NAME "
+        "(on PATH), file:PATH (in the suite folder). When one is missing, the suite's cases "
+        "are skipped with the reason, not failed.",
     )
     model: SuiteModel | None = Field(None, description="The model the agent runs on live.")
     judge: str | None = Field(None, description="Model name for llm_judge expectations.")
@@ -235,8 +240,29 @@ class Suite(BaseModel):
 
     @field_validator("agent")
     @classmethod
-    def _agent(cls, value: str) -> str:
+    def _agent(cls, value: str | CommandAgent) -> str | CommandAgent:
+        if isinstance(value, CommandAgent):
+            return value
         return check_reference(value, "golden.weather.agent:agent")
+
+    @field_validator("requires")
+    @classmethod
+    def _requires(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            kind, sep, name = entry.partition(":")
+            if sep and (kind not in ("program", "file") or not name.strip()):
+                raise ValueError(
+                    f"{entry!r}: expected a module name, program:NAME or file:PATH"
+                )
+        return value
+
+    @property
+    def agent_ref(self) -> str:
+        """The agent as cassettes and stored runs name it: its module:attribute, or
+        `command: <the command line>`."""
+        if isinstance(self.agent, CommandAgent):
+            return f"command: {self.agent.label()}"
+        return self.agent
 
     @field_validator("setup")
     @classmethod

@@ -481,6 +481,12 @@ def recorded_agent(cassette: Cassette) -> RecordedAgent:
             f"{where}: metadata.agentbench.agent: the cassette does not name its agent (no "
             "`agent` recorded); pass it with --agent module:attribute"
         )
+    if str(ref).startswith("command: "):  # a command agent is run from its suite.yaml
+        raise UsageError(
+            f"{where}: the cassette was recorded by a command agent ({str(ref)[9:]}) whose "
+            "suite folder (metadata.agentbench.suite_dir) has no suite.yaml; pass it with "
+            "--suite FOLDER"
+        )
     root = cassette_root(cassette)
     module = str(ref).partition(":")[0]
     base = root or Path.cwd()
