@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 
@@ -255,14 +257,17 @@ def test_live_from_divergence_goes_live_for_the_diverged_conversation_only(
 
 
 @contextlib.contextmanager
-def proxy_command(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def proxy_command(
+    *args: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """`agentbench proxy ARGS` as a user runs it; yields its OpenAI base URL, read from the
-    line it prints, and the process (stopped with SIGTERM by the test)."""
+    line it prints, and the process (stopped with a signal by the test)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "agentbench", "proxy", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, **(env or {})},
     )
     try:
         line = process.stdout.readline() if process.stdout else ""
@@ -364,3 +369,69 @@ def test_a_diverged_conversation_stays_live_even_where_a_recorded_call_would_mat
             second = sdk.chat.completions.create(model=MODEL, messages=turn2)
     assert (first.choices[0].message.content, second.choices[0].message.content) == ("x", "live")
     assert (proxy.tally.replayed, proxy.tally.forwarded) == (0, 2)
+
+
+def anthropic_agent(url: str, question: str, *, stream: bool) -> list[str]:
+    """Anthropic's tool loop through the proxy (ANTHROPIC_BASE_URL is the server root)."""
+    client = anthropic.Anthropic(
+        base_url=url.removesuffix("/v1"),
+        api_key="sk-ant-api03-agentsidekey0123456789",
+        max_retries=0,
+    )
+    messages: list[Any] = [{"role": "user", "content": question}]
+    tools = [{"name": "weather", "input_schema": {"type": "object"}}]
+    said = []
+    for _ in range(3):
+        settings = {"model": "claude-test", "max_tokens": 256, "tools": tools}
+        if stream:
+            with client.messages.stream(messages=messages, **settings) as events:
+                answer = events.get_final_message()
+        else:
+            answer = client.messages.create(messages=messages, **settings)
+        said.append(answer.model_dump_json())
+        if answer.stop_reason != "tool_use":
+            return said
+        messages.append({"role": "assistant", "content": answer.content})
+        results = [
+            {"type": "tool_result", "tool_use_id": b.id, "content": f"18C in {b.input['city']}"}
+            for b in answer.content
+            if b.type == "tool_use"
+        ]
+        messages.append({"role": "user", "content": results})
+    return said
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_an_anthropic_agent_is_recorded_and_replayed_through_the_command(
+    tmp_path: Path, stream: bool
+) -> None:
+    cassette = tmp_path / "claude.yaml"
+    parallel = [
+        ToolCall(name="weather", arguments='{"city": "Paris"}', id="toolu_1"),
+        ToolCall(name="weather", arguments='{"city": "Rome"}', id="toolu_2"),
+    ]
+    with OpenAICompatibleServer([parallel, "Paris 18C, Rome 18C."]) as upstream:
+        key = {"ANTHROPIC_API_KEY": "proxy-anthropic-key"}
+        recording = ("--record", str(cassette), "--upstream", upstream.base_url)
+        with proxy_command(*recording, env=key) as (url, process):
+            live = anthropic_agent(url, "Paris and Rome?", stream=stream)
+            process.send_signal(signal.SIGINT)
+            process.communicate(timeout=30)
+        assert process.returncode == 0
+        sent = upstream.requests[0]
+    assert sent.path == "/v1/messages"
+    assert sent.headers.get("x-api-key") == "proxy-anthropic-key"
+    assert "agentsidekey" not in cassette.read_text()
+    with proxy_command("--replay", str(cassette)) as (url, process):
+        replayed = anthropic_agent(url, "Paris and Rome?", stream=stream)
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            anthropic_agent(url, "Paris and Oslo?", stream=stream)
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    assert replayed == live  # the recorded messages, ids included
+    assert len(live) == 2 and '"stop_reason":"tool_use"' in live[0]
+    body = caught.value.body
+    assert isinstance(body, dict) and body["type"] == "error"
+    assert "nearest is #1 of 2" in body["error"]["message"], body
+    assert "Oslo" in body["error"]["message"]
+    assert process.returncode == 1

@@ -10,8 +10,9 @@ error shape, naming the nearest recorded call and the first field that differs. 
 request of its conversation — the requests whose messages begin with the diverged one's
 (each request carries its conversation so far) — since a recorded answer would answer a
 question the agent no longer asks; what was forwarded is appended to the cassette. Recording
-forwards everything. Request headers are never stored nor forwarded (the upstream gets the
-proxy's own key), and the cassette's redactor masks secrets in every body it writes.
+forwards everything. No request header is stored, and none the agent sends reaches the
+upstream but the API version it asks for (`anthropic-version`, `anthropic-beta`): the upstream
+gets the proxy's own key. The cassette's redactor masks secrets in every body it writes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from agentbench.boundary.forward import WireCall, WireForwarder, current_call
-from agentbench.boundary.server import error_body
 from agentbench.boundary.wire import Wire
 from agentbench.errors import ModelError
 from agentbench.replay.cassette import Cassette
@@ -40,6 +40,8 @@ from agentbench.runtime.retry import is_infrastructure_failure
 from agentbench.trace import _json
 
 Reply = tuple[int, str, bytes]
+_JSON = "application/json"
+_INVALID = "invalid_request_error"
 
 
 @dataclass(frozen=True)
@@ -182,13 +184,14 @@ class Proxy:
         return len(self.cassette.interactions) - self._kept
 
     async def answer(self, wire: Wire, body: dict[str, Any], headers: dict[str, str]) -> Reply:
-        """The BoundaryServer's answer; `headers` are deliberately unused (see the module)."""
+        """The BoundaryServer's answer. Of `headers`, only an API version reaches the upstream
+        (the forwarder's rule); none is ever stored."""
         self.calls += 1
         call = self.calls
         try:
             request = wire.normalize(body)
-        except CompletionFormatError as exc:
-            return 400, "application/json", error_body(f"agentbench proxy: {exc}")
+        except CompletionFormatError as exc:  # the client's own request: it hears why
+            return 400, _JSON, wire.error(f"agentbench proxy: {exc}", _INVALID, None)
         recorded, live = self.recorded, self.live
         if recorded is not None and (live is None or not live.holds(request)):
             index = recorded.take(request)
@@ -198,7 +201,7 @@ class Proxy:
             if live is None:
                 return self._refuse(wire, call, recorded.why_not(request))
             live.add(request)  # this conversation goes live from here on
-        return await self._forwarded(wire, body, request, call)
+        return await self._forwarded(wire, body, headers, request, call)
 
     def _replayed(
         self, wire: Wire, body: dict[str, Any], request: dict[str, Any], index: int, call: int
@@ -207,7 +210,7 @@ class Proxy:
         try:
             response = interaction.response()
         except ModelError as exc:  # a recorded failure: the client gets it as it was sent
-            return _failed(exc)
+            return _failed(wire, exc)
         content_type, payload = wire.render(response, str(request.get("model") or ""), body, call)
         return 200, content_type, payload
 
@@ -217,19 +220,25 @@ class Proxy:
         if self._on_refusal is not None:
             self._on_refusal(refusal)
         # 400: a client does not retry it, and shows the message.
-        return 400, "application/json", error_body(f"agentbench proxy: {reason}", code="replay")
+        return 400, _JSON, wire.error(f"agentbench proxy: {reason}", _INVALID, "replay")
 
     async def _forwarded(
-        self, wire: Wire, body: dict[str, Any], request: dict[str, Any], call: int
+        self,
+        wire: Wire,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        request: dict[str, Any],
+        call: int,
     ) -> Reply:
         assert self._upstream is not None  # `answer` forwards only with an upstream
-        token = current_call.set(WireCall(wire, body))
+        # The headers only tell the forwarder the API version a client asked for (Anthropic's).
+        token = current_call.set(WireCall(wire, body, headers))
         try:
             response = await self._upstream.complete(request)
         except ModelError as exc:
             if is_infrastructure_failure(exc.status_code):
                 self.tally.upstream_failures.append(str(exc))
-            return _failed(exc)
+            return _failed(wire, exc)
         finally:
             current_call.reset(token)
         self.tally.forwarded += 1
@@ -270,10 +279,10 @@ def _alike(changes: list[Change]) -> float:
     return sum(ratios) / len(changes)
 
 
-def _failed(error: ModelError) -> Reply:
+def _failed(wire: Wire, error: ModelError) -> Reply:
     """A failed call as the client gets it: the endpoint's own status and body when there was
-    one (recorded or live), else a 502 saying what happened."""
+    one (recorded or live), else a 502 saying what happened, in the wire's error shape."""
     status = error.status_code or 502
     if error.body:
-        return status, "application/json", error.body.encode()
-    return status, "application/json", error_body(str(error), "api_error")
+        return status, _JSON, error.body.encode()
+    return status, _JSON, wire.error(str(error), "api_error", None)

@@ -49,8 +49,15 @@ Examples:
 @click.option(
     "--upstream",
     metavar="URL",
-    help="The real endpoint, as a client's base URL (e.g. https://api.openai.com/v1); its key "
-    "comes from the proxy's environment (OPENAI_API_KEY), never from the agent.",
+    help="The real endpoint, as a client's base URL (https://api.openai.com/v1, "
+    "https://api.anthropic.com); keys come from the proxy's environment (OPENAI_API_KEY, "
+    "ANTHROPIC_API_KEY), never from the agent.",
+)
+@click.option(
+    "--anthropic-upstream",
+    metavar="URL",
+    help="Where Anthropic Messages calls go, for an agent that calls both providers "
+    "[default: --upstream, without its /v1].",
 )
 @click.option(
     "--live-from-divergence",
@@ -74,6 +81,7 @@ def proxy(
     replay_path: Path | None,
     record_path: Path | None,
     upstream: str | None,
+    anthropic_upstream: str | None,
     live_from_divergence: bool,
     save_to: Path | None,
     port: int,
@@ -83,7 +91,12 @@ def proxy(
     live where the agent diverges. Prints one line with the address, runs until Ctrl-C or
     SIGTERM, then saves and prints what it did."""
     recording, save_path = _plan(replay_path, record_path, upstream, live_from_divergence, save_to)
-    forwarder = WireForwarder("upstream", base_url=upstream) if upstream is not None else None
+    forwarder = None
+    if upstream is not None:
+        root = anthropic_upstream or upstream.rstrip("/").removesuffix("/v1")
+        forwarder = WireForwarder("upstream", base_url=upstream, anthropic_base_url=root)
+    elif anthropic_upstream is not None:
+        raise UsageError("--anthropic-upstream goes with --upstream")
     service = Proxy(recording=recording, upstream=forwarder, on_refusal=_say_refused)
     try:
         asyncio.run(_serve(service, port))
