@@ -48,6 +48,7 @@ POLICIES = {
     "reference-helpdesk": "golden.openai_agents.reference",
     "reference-openai-sdk": "golden.openai_sdk.reference",
     "reference-langgraph": "golden.langgraph_agent.reference",
+    "reference-typescript": "golden.typescript_agent.reference",
 }
 
 
