@@ -2,20 +2,20 @@
 
     python scripts/record_golden.py [golden/ …] [--filter ID]
 
-Each suite has a reference policy (`golden/<suite>/reference.py`): a deterministic stand-in
-for a capable model that reads the request — the user's question, the tool results so far —
-and answers with the next tool call or the final text. This script serves those policies from
-an OpenAI-compatible server on 127.0.0.1 (agentbench.testing.OpenAICompatibleServer, chosen by
-the request's model name) and runs `agentbench run --live --record-mode all` against it, so
-every cassette is written by the same code path that records a real provider: the openai SDK,
-HTTP, the recording model and the cassette writer; a served suite (`serve:`) records through
-its agent's own client chain, so golden/resilience's FallbackModel really falls back when its
-reference policy answers the primary with a 503. That path also records, in each cassette's
-metadata, the suite's `agent` reference and `suite_dir` (the suite folder relative to the
-cassette), so `agentbench replay replays/<suite>/<case>.yaml` needs no --agent. To record
-against your own endpoint instead, run `agentbench run golden/ --live --record-mode all
---model NAME` with OPENAI_BASE_URL and OPENAI_API_KEY set.
-"""
+Each suite has a reference policy (`golden/<suite>/reference.py`): a deterministic stand-in for
+a capable model that reads the request — the user's question, the tool results so far — and
+answers with the next tool call or the final text. This script serves those policies from an
+OpenAI-compatible server on 127.0.0.1 (agentbench.testing.OpenAICompatibleServer, chosen by the
+request's model name; it answers Anthropic's Messages API too, through ANTHROPIC_BASE_URL) and
+runs `agentbench run --live --record-mode all` against it, so every cassette is written by the
+same code path that records a real provider: the openai SDK, HTTP, the recording model and the
+cassette writer; a served suite (`serve:`) records through its agent's own client chain, so
+golden/resilience's FallbackModel really falls back when its reference policy answers the
+primary with a 503. That path also records, in each cassette's metadata, the suite's `agent`
+reference and `suite_dir` (the suite folder relative to the cassette), so `agentbench replay
+replays/<suite>/<case>.yaml` needs no --agent. To record against your own endpoint instead, run
+`agentbench run golden/ --live --record-mode all --model NAME` with OPENAI_BASE_URL and
+OPENAI_API_KEY set."""
 
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ POLICIES = {
     "reference-openai-sdk": "golden.openai_sdk.reference",
     "reference-langgraph": "golden.langgraph_agent.reference",
     "reference-typescript": "golden.typescript_agent.reference",
+    "reference-anthropic": "golden.anthropic_agent.reference",
 }
 
 
@@ -73,6 +74,9 @@ def record(arguments: list[str]) -> int:
     with OpenAICompatibleServer(responder=respond) as server:
         os.environ["OPENAI_BASE_URL"] = server.base_url
         os.environ["OPENAI_API_KEY"] = "reference-policy"
+        # Anthropic's Messages API is answered by the same server, from the same policies.
+        os.environ["ANTHROPIC_BASE_URL"] = server.anthropic_base_url
+        os.environ["ANTHROPIC_API_KEY"] = "reference-policy"
         return main(
             ["run", *paths, *arguments, "--live", "--record-mode", "all", "--concurrency", "1"]
         )

@@ -180,8 +180,11 @@ def test_parallel_tool_use_and_a_tool_error_record_and_replay_verbatim(stream: b
             "is_error": True,
         },
     ]
-    events = [e.kind for e in recorded[0].events]
-    assert events.count("tool_finished") == 2
+    finished = {e.call_id: e.result for e in recorded[0].events if e.kind == "tool_finished"}
+    assert finished["toolu_paris"].kind == "ok"
+    # Sent back with is_error: the tool's error in the trajectory, its text as the model saw it.
+    assert finished["toolu_atlantis"].kind == "system_error"
+    assert finished["toolu_atlantis"].error == "no station in Atlantis"
 
     replay = ReplayModel(cassette)
     replayed = _run(weather_agent, replay, "Paris and Atlantis?", variables)

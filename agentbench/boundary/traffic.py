@@ -77,6 +77,16 @@ def result_data(content: Any) -> Any:
     return _text(content)
 
 
+def _result(message: dict[str, Any], took: float) -> ToolResult:
+    """A tool message as the tool's result: an error where the agent said so (a Messages
+    `tool_result` with `is_error`), the text the model saw kept either way."""
+    data = result_data(message.get("content"))
+    if message.get("is_error"):
+        error = data if isinstance(data, str) else orjson.dumps(data).decode()
+        return ToolResult(kind=ResultKind.SYSTEM_ERROR, data=data, error=error, duration_ms=took)
+    return ToolResult(kind=ResultKind.OK, data=data, duration_ms=took)
+
+
 def _arguments(call: ToolCall) -> dict[str, Any]:
     try:
         parsed = orjson.loads(call.arguments or "{}")
@@ -280,11 +290,7 @@ class TurnTraffic:
                     seq=len(self.events),
                     tool=call.name,
                     arguments=arguments,
-                    result=ToolResult(
-                        kind=ResultKind.OK,
-                        data=result_data(message.get("content")),
-                        duration_ms=took,
-                    ),
+                    result=_result(message, took),
                     effect="unknown",
                 )
             )
