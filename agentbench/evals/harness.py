@@ -212,17 +212,16 @@ def agent_only_settings(suite: Any) -> str:
 def missing_requirements(suite: Any) -> str | None:
     """Why the suite cannot run here (a module its agent needs is not installed, a program
     not on PATH, a file not in its folder), or None."""
-    modules, needs = [], []
+    modules, programs, files = [], [], []
     for entry in getattr(suite, "requires", ()) or ():
         kind, _, name = entry.partition(":")
         if kind == "program" and name:
-            if shutil.which(name) is None:
-                needs.append(f"{name} on PATH")
+            programs += [] if shutil.which(name) else [f"{name} on PATH"]
         elif kind == "file" and name:
-            if not (suite.path / name).exists():
-                needs.append(f"{name}{_how_to_get(name, suite.path)}")
+            files += [] if (suite.path / name).exists() else [name]
         elif not _installed(entry):
             modules.append(entry)
+    needs = [*programs, *_missing_files(files, suite.path)]
     if modules:
         needs.append(
             f"{', '.join(modules)}, not installed here (agentbench's own suites: "
@@ -231,18 +230,21 @@ def missing_requirements(suite: Any) -> str | None:
     return f"suite {suite.name!r} needs {'; '.join(needs)}" if needs else None
 
 
-def _how_to_get(name: str, folder: Path) -> str:
-    """How a missing file is made, where that can be told (a Node package: `npm ci`)."""
-    if name.startswith("node_modules") and (folder / "package-lock.json").is_file():
-        return f": run `npm ci` in {_shown(folder)}"
-    return f", not in {_shown(folder)}"
-
-
-def _shown(folder: Path) -> str:
+def _missing_files(names: list[str], folder: Path) -> list[str]:
+    """The files a suite lacks, with how to make them where that can be told (a Node
+    package's: `npm ci`)."""
     try:
-        return str(folder.resolve().relative_to(Path.cwd()))
+        shown = folder.resolve().relative_to(Path.cwd())
     except ValueError:
-        return str(folder)
+        shown = folder
+    packages = [n for n in names if n.startswith("node_modules")]
+    if not (packages and (folder / "package-lock.json").is_file()):
+        packages = []
+    others = [n for n in names if n not in packages]
+    return [
+        *([f"{', '.join(packages)}: run `npm ci` in {shown}"] if packages else []),
+        *([f"{', '.join(others)}, not in {shown}"] if others else []),
+    ]
 
 
 def _installed(module: str) -> bool:

@@ -54,9 +54,10 @@ const SLOTS: Record<string, string[]> = {
 type Result = Record<string, unknown>;
 
 function trackParcel(args: { tracking_id: string }): Result {
-  const parcel = PARCELS[args.tracking_id.toUpperCase()];
-  if (!parcel) return { error: `no parcel ${args.tracking_id} on file` };
-  return { tracking_id: args.tracking_id.toUpperCase(), ...parcel };
+  const id = args.tracking_id.toUpperCase();
+  const parcel = PARCELS[id];
+  if (!parcel) return { error: `no parcel ${id} on file` };
+  return { tracking_id: id, ...parcel };
 }
 
 function deliverySlots(args: { postcode: string; date: string }): Result {
