@@ -294,6 +294,7 @@ def test_the_messages_path_is_told_from_the_others() -> None:
     assert wire_for("/messages?beta=true") is MESSAGES
     assert wire_for("/v1/chat/completions") is not MESSAGES
     assert wire_for("/v1/messages/count_tokens") is None
+    assert wire_for("/v1/threads/thread_1/messages") is None  # OpenAI's Assistants API
 
 
 def test_an_answer_reads_back_as_it_was_written_json_and_sse() -> None:
@@ -366,3 +367,21 @@ def test_a_messages_request_the_server_cannot_read_is_answered_in_anthropic_s_sh
         assert body["type"] == "error"
         assert body["error"]["type"] == "invalid_request_error"
     assert not_json["error"]["message"].startswith("the request body is not JSON")
+
+
+def test_the_test_server_answers_the_messages_api_with_faults_in_anthropic_s_shape() -> None:
+    from agentbench.testing.server import HTTPFault
+
+    script = [HTTPFault(429, "slow down", headers={"retry-after": "0"}), "Recovered."]
+    with OpenAICompatibleServer(script) as server:
+        client = anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="k", max_retries=0)
+        asked = {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+        with pytest.raises(anthropic.RateLimitError) as refused:
+            client.messages.create(**asked)
+        answer = client.messages.create(**asked)
+    assert refused.value.body == {
+        "type": "error",
+        "error": {"type": "injected", "message": "slow down"},
+    }
+    assert (answer.content[0].text, answer.stop_reason) == ("Recovered.", "end_turn")
+    assert server.requests[0].path == "/v1/messages"

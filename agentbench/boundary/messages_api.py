@@ -36,8 +36,12 @@ _FINISH = {
     "model_context_window_exceeded": "length",
     "refusal": "content_filter",
 }
-_STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
-_STOP["content_filter"] = "refusal"
+_STOP = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
 
 __all__ = [
     "MESSAGES_STREAM_OBJECT",

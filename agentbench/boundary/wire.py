@@ -149,9 +149,14 @@ WIRES = (CHAT, RESPONSES, MESSAGES)
 
 
 def wire_for(path: str) -> Wire | None:
-    """The API a request path (after the base URL's own path) belongs to, or None."""
+    """The API a request path (after the base URL's own path) belongs to, or None.
+
+    Anthropic's is `/v1/messages` (or `/messages` under a base URL that ends in `/v1`), never
+    another path ending in `messages`, such as OpenAI's `/v1/threads/{id}/messages`."""
     path = path.split("?", 1)[0].rstrip("/")
-    for wire in WIRES:
+    if path == MESSAGES.path or path.endswith("/v1" + MESSAGES.path):
+        return MESSAGES
+    for wire in (CHAT, RESPONSES):
         if path.endswith(wire.path):
             return wire
     return None
