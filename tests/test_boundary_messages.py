@@ -385,3 +385,29 @@ def test_the_test_server_answers_the_messages_api_with_faults_in_anthropic_s_sha
     }
     assert (answer.content[0].text, answer.stop_reason) == ("Recovered.", "end_turn")
     assert server.requests[0].path == "/v1/messages"
+
+
+def test_a_secret_split_over_a_messages_stream_is_masked_in_the_cassette(tmp_path: Any) -> None:
+    from agentbench.replay.cassette import Interaction
+    from agentbench.trace.redact import MASK, Redactor
+
+    token, password = "hdr-3Sd6Fg9Hj2Kl5Zx8", "pw-9Qe4Rt7Yu2Io5Pa8"
+    answer = ChatResponse(
+        text=f"use Bearer {token} now",
+        tool_calls=[ToolCall(name="login", arguments=f'{{"password":"{password}"}}', id="t1")],
+        finish_reason="tool_calls",
+    )
+    body = message_body(answer, "m", message_id="msg_1")
+    events = sse_text(stream_events(body, fragment_chars=4)).encode()
+    streamed = parse_answer("text/event-stream", events, {})
+    request = {"model": "m", "messages": [{"role": "user", "content": "log in"}]}
+    path = Cassette([Interaction.of(request, streamed)]).save(
+        tmp_path / "c.yaml", redactor=Redactor(environ={})
+    )
+    written = path.read_text()
+    assert token[:8] not in written and password[:8] not in written
+    (replayed,) = Cassette.load(path).interactions
+    assert replayed.uri.endswith("/v1/messages")
+    served = replayed.response()  # still Anthropic's stream, the secrets masked whole
+    assert served.text == f"use Bearer {MASK} now"
+    assert orjson.loads(served.tool_calls[0].arguments) == {"password": MASK}

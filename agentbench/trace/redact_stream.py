@@ -5,8 +5,9 @@ characters, so a secret is spread over several chunks and no rule matches any on
 The fragments of each field are joined and the whole is redacted; only when something was
 masked does the redacted whole take the first fragment's place and the other fragments become
 empty. The stream then still assembles to the same (masked) answer, and a stream with nothing
-secret in it is left exactly as it was. Chat's `chat.completion.chunk` dicts and the Responses
-API's events (`response.output_text.delta`, …) are both read.
+secret in it is left exactly as it was. Chat's `chat.completion.chunk` dicts, the Responses
+API's events (`response.output_text.delta`, …) and Anthropic's Messages events
+(`content_block_delta`: text, tool input JSON, thinking) are read.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ _RESPONSES_DELTAS = {
     "response.reasoning_text.delta": "content_index",
     "response.reasoning_summary_text.delta": "summary_index",
     "response.function_call_arguments.delta": None,
+}
+
+# Anthropic's `content_block_delta` kinds, each with the key its fragment is under.
+_MESSAGES_DELTAS = {
+    "text_delta": "text",
+    "input_json_delta": "partial_json",
+    "thinking_delta": "thinking",
 }
 
 _Slot = tuple[dict[str, Any], str]  # the dict holding a fragment, and its key
@@ -60,6 +68,9 @@ def _fragments(chunks: list[Any]) -> dict[tuple[Any, ...], list[_Slot]]:
             slot = (kind, chunk.get("output_index"), chunk.get(part) if part else None)
             found.setdefault(slot, []).append((chunk, "delta"))
             continue
+        if kind == "content_block_delta":
+            _add_block_delta(found, chunk)
+            continue
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if not isinstance(delta, dict):
@@ -74,3 +85,13 @@ def _fragments(chunks: list[Any]) -> dict[tuple[Any, ...], list[_Slot]]:
                     slot = (number, "arguments", call.get("index", 0))
                     found.setdefault(slot, []).append((function, "arguments"))
     return found
+
+
+def _add_block_delta(found: dict[tuple[Any, ...], list[_Slot]], event: dict[str, Any]) -> None:
+    """A Messages stream's fragment, by its content block and kind."""
+    delta = event.get("delta")
+    if not isinstance(delta, dict):
+        return
+    key = _MESSAGES_DELTAS.get(delta.get("type"))
+    if key is not None and isinstance(delta.get(key), str):
+        found.setdefault(("content_block", event.get("index"), key), []).append((delta, key))
