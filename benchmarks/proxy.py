@@ -1,15 +1,17 @@
 """What `agentbench proxy --replay` adds per model call, against a minimal ASGI echo server.
 
     python benchmarks/proxy.py [--calls 2000] [--rounds 5] [--load-calls 6000]
-                               [--connections 8] [--quick]
+                               [--connections 8] [--stream] [--quick]
 
 A cassette of distinct chat-completions calls (a system prompt, a tool, one user question
-each; a `chat.completion` answer of ~0.5 KB) is written as JSON, then two servers are
+each; a `chat.completion` answer of ~0.5 KB, or with `--stream` its event stream of 21
+`chat.completion.chunk` events and `[DONE]`) is written as JSON, then two servers are
 started, each in its own process, each on 127.0.0.1:
 
 * floor — a minimal ASGI app on uvicorn (its defaults: uvloop and httptools when installed)
-  that reads the request body and answers a recorded answer's bytes: an HTTP server and
-  nothing else;
+  that reads the request body and answers a recorded answer's bytes (a stream's events in
+  one body, the cheapest way to send them; the proxy frames each as an HTTP chunk): an HTTP
+  server and nothing else;
 * proxy — `agentbench proxy --replay CASSETTE`, run as a user runs it: each request
   normalized, matched by content among the recorded calls, parsed and rendered back.
 
@@ -44,7 +46,8 @@ from pathlib import Path
 import orjson
 
 from agentbench.replay.cassette import Cassette, Interaction
-from agentbench.runtime.completions import parse_completion
+from agentbench.runtime.completions import parse_completion, parse_stream, stream_chunks
+from agentbench.runtime.models import ChatResponse
 
 PATH = "/v1/chat/completions"
 SYSTEM = "You answer questions about orders. Look the order up first; be brief and exact."
@@ -60,8 +63,9 @@ TOOLS = [
 ]
 
 
-def request(index: int) -> dict[str, object]:
+def request(index: int, stream: bool = False) -> dict[str, object]:
     return {
+        **({"stream": True} if stream else {}),
         "model": "gpt-4o-mini",
         "messages": [
             {"role": "system", "content": SYSTEM},
@@ -92,9 +96,19 @@ def answer(index: int) -> dict[str, object]:
     }
 
 
-def write_cassette(path: Path, calls: int) -> None:
-    interactions = [Interaction.of(request(i), parse_completion(answer(i))) for i in range(calls)]
+def recorded(index: int, stream: bool) -> ChatResponse:
+    """The answer to call `index` as a live endpoint's is kept: its body, or its chunks."""
+    response = parse_completion(answer(index))
+    if not stream:
+        return response
+    return parse_stream(stream_chunks(response, "gpt-4o-mini", include_usage=False))
+
+
+def write_cassette(path: Path, calls: int, stream: bool) -> bytes:
+    """The cassette of `calls` calls; returns the first answer's bytes, as the proxy sends it."""
+    interactions = [Interaction.of(request(i), recorded(i, stream)) for i in range(calls)]
     Cassette(interactions).save(path)
+    return interactions[0].response_body.encode()
 
 
 # -- the floor: a minimal ASGI app --------------------------------------------------------------
@@ -103,7 +117,8 @@ def serve_floor(body_file: str) -> None:
     import uvicorn
 
     body = Path(body_file).read_bytes()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    kind = b"text/event-stream" if body.startswith(b"data:") else b"application/json"
+    headers = [(b"content-type", kind), (b"content-length", b"%d" % len(body))]
 
     async def app(scope: dict, receive, send) -> None:  # type: ignore[no-untyped-def]
         if scope["type"] != "http":
@@ -186,6 +201,11 @@ async def load(port: int, bodies: list[bytes], connections: int) -> float:
             head = await reader.readuntil(b"\r\n\r\n")
             if not head.startswith(b"HTTP/1.1 200"):
                 raise RuntimeError(head.decode(errors="replace"))
+            if b"transfer-encoding: chunked" in head.lower():
+                while size := int(await reader.readuntil(b"\r\n"), 16):
+                    await reader.readexactly(size + 2)
+                await reader.readexactly(2)
+                continue
             length = next(
                 int(line.split(b":", 1)[1])
                 for line in head.split(b"\r\n")
@@ -203,12 +223,11 @@ def main(options: argparse.Namespace) -> None:
     if options.quick:
         options.calls, options.rounds, options.load_calls, options.connections = 20, 1, 20, 2
     total = options.calls * options.rounds + options.load_calls
-    bodies = [orjson.dumps(request(i)) for i in range(total)]
+    bodies = [orjson.dumps(request(i, options.stream)) for i in range(total)]
     with tempfile.TemporaryDirectory(prefix="agentbench-proxy-bench-") as folder:
         cassette = Path(folder) / "bench.json"
-        write_cassette(cassette, total)
-        body_file = Path(folder) / "answer.json"
-        body_file.write_bytes(orjson.dumps(answer(0)))
+        body_file = Path(folder) / "answer"
+        body_file.write_bytes(write_cassette(cassette, total, options.stream))
         floor = Server("floor", [sys.executable, __file__, "--serve-floor", str(body_file)])
         proxy = Server(
             "proxy", [sys.executable, "-m", "agentbench", "proxy", "--replay", str(cassette)]
@@ -234,7 +253,10 @@ def report(options: argparse.Namespace, bodies: list[bytes], floor: Server, prox
             taken = sorted(latencies(server.port, chunk, check=server is proxy))
             p50[server.name].append(statistics.median(taken) * 1e6)
             p99[server.name].append(taken[min(len(taken) - 1, int(len(taken) * 0.99))] * 1e6)
-    print(f"latency: {calls} calls one at a time, one kept-alive connection, {rounds} round(s)")
+    kind = "streamed" if options.stream else "JSON"
+    print(
+        f"latency: {calls} {kind} calls one at a time, one kept-alive connection, {rounds} round(s)"
+    )
     print(f"  {'µs per call':<34} {'p50':>8} {'p99':>8}")
     for name, label in (("floor", "floor (uvicorn ASGI echo)"), ("proxy", "agentbench proxy")):
         print(
@@ -273,5 +295,6 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--load-calls", type=int, default=6000)
     parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--stream", action="store_true", help="streamed calls (SSE)")
     parser.add_argument("--quick", action="store_true", help="a 20-call run, to check it works")
     main(parser.parse_args())

@@ -435,3 +435,14 @@ def test_an_anthropic_agent_is_recorded_and_replayed_through_the_command(
     assert "nearest is #1 of 2" in body["error"]["message"], body
     assert "Oslo" in body["error"]["message"]
     assert process.returncode == 1
+
+
+def test_a_call_recorded_as_json_replays_to_a_client_that_streams(tmp_path: Path) -> None:
+    with OpenAICompatibleServer(responder=echo) as upstream:
+        path = record(tmp_path, upstream, ["Capital of France?"])
+    with running(Proxy(recording=Cassette.load(path))) as url, client(url) as sdk:
+        events = sdk.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Capital of France?"}], stream=True
+        )
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in events if chunk.choices)
+    assert text == "answer 1 to Capital of France?"

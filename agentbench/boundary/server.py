@@ -199,11 +199,9 @@ async def _send(
             f"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n"
             f"Connection: {connection}\r\n\r\n"
         )
-        writer.write(head.encode("latin-1"))
-        for event in sse_events(body):
-            writer.write(b"%x\r\n%b\r\n" % (len(event), event))
-            await writer.drain()  # each event leaves as it would from a provider
-        writer.write(b"0\r\n\r\n")
+        # One write: a replayed stream has no timing to keep, only its events' framing.
+        frames = [b"%x\r\n%b\r\n" % (len(event), event) for event in sse_events(body)]
+        writer.write(b"".join([head.encode("latin-1"), *frames, b"0\r\n\r\n"]))
         await writer.drain()
         return
     head = (
