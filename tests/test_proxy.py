@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx2
 import openai
 import pytest
 
@@ -346,7 +347,23 @@ def test_an_upstream_out_of_reach_is_a_502_and_an_infrastructure_failure() -> No
         ask(url, "anyone there?", max_retries=0)
     assert caught.value.status_code == 502
     assert "127.0.0.1:9" in proxy.tally.upstream_failures[0]
-    assert any("upstream failed" in line for line in proxy.summary())
+    summary = proxy.summary()
+    assert summary[0] == "agentbench proxy: 1 call(s): 0 replayed, 1 forwarded, 0 refused"
+    assert summary[1].startswith("  upstream failed: ")
+
+
+def test_a_request_not_in_its_api_s_shape_is_told_so_in_that_api_s_error_shape() -> None:
+    proxy = Proxy(recording=Cassette())
+    with running(proxy) as url:
+        root = url.removesuffix("/v1")
+        with httpx2.Client() as http:
+            responses = http.post(f"{url}/responses", json={"model": MODEL, "input": 5})
+            messages = http.post(f"{root}/v1/messages", json={"model": MODEL, "messages": 5})
+    assert responses.status_code == messages.status_code == 400
+    assert "input: expected text or a list" in responses.json()["error"]["message"]
+    assert messages.json()["type"] == "error"
+    assert "messages: expected a list" in messages.json()["error"]["message"]
+    assert proxy.summary()[1] == "  2 request(s) not in their API's shape (HTTP 400)"
 
 
 def test_a_diverged_conversation_stays_live_even_where_a_recorded_call_would_match() -> None:

@@ -151,7 +151,8 @@ class Tally:
     """What the proxy did, for its summary."""
 
     replayed: int = 0
-    forwarded: int = 0
+    forwarded: int = 0  # failed ones included
+    unreadable: int = 0  # requests not in their API's shape: answered 400, nothing else
     refused: list[Refusal] = field(default_factory=list)
     upstream_failures: list[str] = field(default_factory=list)  # the infrastructure's
 
@@ -192,6 +193,7 @@ class Proxy:
         try:
             request = wire.normalize(body)
         except CompletionFormatError as exc:  # the client's own request: it hears why
+            self.tally.unreadable += 1
             return 400, _JSON, wire.error(f"agentbench proxy: {exc}", _INVALID, None)
         recorded, live = self.recorded, self.live
         if recorded is not None and (live is None or not live.holds(request)):
@@ -242,6 +244,7 @@ class Proxy:
         assert self._upstream is not None  # `answer` forwards only with an upstream
         # The headers only tell the forwarder the API version a client asked for (Anthropic's).
         token = current_call.set(WireCall(wire, body, headers))
+        self.tally.forwarded += 1
         try:
             response = await self._upstream.complete(request)
         except ModelError as exc:
@@ -250,7 +253,6 @@ class Proxy:
             return _failed(wire, exc)
         finally:
             current_call.reset(token)
-        self.tally.forwarded += 1
         content_type, payload = wire.render(response, str(request.get("model") or ""), body, call)
         return 200, content_type, payload
 
@@ -262,6 +264,8 @@ class Proxy:
             f"agentbench proxy: {self.calls} call(s): {tally.replayed} replayed, "
             f"{tally.forwarded} forwarded, {len(tally.refused)} refused"
         ]
+        if tally.unreadable:
+            lines.append(f"  {tally.unreadable} request(s) not in their API's shape (HTTP 400)")
         lines += [f"  refused call {r.call} ({r.wire}): {r.reason}" for r in tally.refused]
         if self.recorded is not None:
             unused = self.recorded.unused()
