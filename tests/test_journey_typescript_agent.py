@@ -111,7 +111,7 @@ def test_a_changed_tool_result_fails_the_gate_naming_the_step_and_field(checkout
     assert ran.code == 1, ran.out + ran.err
     assert "typescript_agent/track-parcel (golden/typescript_agent/cases/parcels.yaml:2)" in ran.out
     (first,) = first_divergences(ran.out)
-    assert (first.step, first.agent, first.kind) == (1, "agent", "tool_result_changed")
+    assert (first.step, first.agent, first.kind) == (1, "parcel_desk", "tool_result_changed")
     assert first.what == "tool call track_parcel"
     assert first.details.strip() == "result.eta: '2026-07-14' → '2026-07-15'"
     assert "gate: FAILED" in ran.out + ran.err
@@ -163,7 +163,7 @@ def test_report_and_diff_of_the_two_evals(checkout: Path) -> None:
     assert "track-parcel" in page and "tool_result_changed" in page
     diff = agentbench(checkout, "diff", baseline, current, "--report-dir", "reports")
     assert diff.code == 1, diff.out + diff.err
-    assert "first divergence — step 1 (agent) tool_result_changed" in diff.out
+    assert "first divergence — step 1 (parcel_desk) tool_result_changed" in diff.out
 
 
 def test_replay_a_cassette_against_the_changed_agent(checkout: Path) -> None:
@@ -175,7 +175,7 @@ def test_replay_a_cassette_against_the_changed_agent(checkout: Path) -> None:
     replayed = agentbench(checkout, "replay", cassette)
     assert replayed.code == 1, replayed.out + replayed.err
     assert (
-        "first divergence — step 1 (agent) tool_result_changed: tool call track_parcel\n"
+        "first divergence — step 1 (parcel_desk) tool_result_changed: tool call track_parcel\n"
         "    result.eta: '2026-07-14' → '2026-07-15'"
     ) in replayed.out
     # The two-turn case: each turn is the program run again, handed the conversation.
@@ -198,7 +198,7 @@ def test_promote_a_stored_run_into_a_case_that_passes(checkout: Path) -> None:
     change(checkout, ('"4050-262": ["09:00-12:00", "14:00-17:00"]', '"4050-262": ["09:00-12:00"]'))
     ran = agentbench(checkout, "run", folder, "--no-report", "--filter", "slots-again")
     assert ran.code == 1, ran.out + ran.err
-    assert "step 1 (agent) tool_result_changed: tool call delivery_slots" in ran.out
+    assert "step 1 (parcel_desk) tool_result_changed: tool call delivery_slots" in ran.out
 
 
 def test_without_node_modules_the_suite_is_skipped_with_the_reason(tmp_path: Path) -> None:

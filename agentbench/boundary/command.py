@@ -56,6 +56,11 @@ class CommandAgent(BaseModel):
         description="Environment variables added for the program ({suite} expands).",
     )
     cwd: str = Field(".", description="The folder it runs in, relative to the suite folder.")
+    name: str | None = Field(
+        None,
+        description="The agent's name in trajectories and divergences (default: its "
+        "script's, `agent` for `node dist/agent.js`).",
+    )
 
     def label(self) -> str:
         """The command as a shell would show it."""
@@ -112,7 +117,7 @@ class CommandTarget(CallableTarget):
             spec.timeout,
         )
         function = functools.partial(run_turn, command)
-        return cls(function, _name(items), True, model, command)
+        return cls(function, spec.name or _name(items), True, model, command)
 
 
 def _program(name: str, cwd: Path) -> str | None:
