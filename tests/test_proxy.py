@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ from agentbench.runtime.models import ChatResponse, ToolCall
 from agentbench.testing.server import HTTPFault, OpenAICompatibleServer
 
 MODEL = "test-model"
+PROXY = [sys.executable, "-m", "agentbench", "proxy"]
 WEATHER = [
     {
         "type": "function",
@@ -463,3 +465,40 @@ def test_a_call_recorded_as_json_replays_to_a_client_that_streams(tmp_path: Path
         )
         text = "".join(chunk.choices[0].delta.content or "" for chunk in events if chunk.choices)
     assert text == "answer 1 to Capital of France?"
+
+
+def test_the_command_goes_live_from_divergence_and_saves_to_another_file(tmp_path: Path) -> None:
+    with OpenAICompatibleServer(responder=echo) as upstream:
+        cassette = record(tmp_path, upstream, ["Capital of France?"])
+        before = cassette.read_text()
+        saved = tmp_path / "after.yaml"
+        going_live = ("--live-from-divergence", "--upstream", upstream.base_url)
+        with proxy_command("--replay", str(cassette), *going_live, "--save-to", str(saved)) as (
+            url,
+            process,
+        ):
+            assert ask(url, "Capital of France?") == "answer 1 to Capital of France?"
+            assert ask(url, "Capital of Spain?") == "answer 1 to Capital of Spain?"
+            process.send_signal(signal.SIGINT)
+            out, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, out
+    assert "2 call(s): 1 replayed, 1 forwarded, 0 refused" in out
+    assert cassette.read_text() == before
+    asked = [i.request["messages"][0]["content"] for i in Cassette.load(saved).interactions]
+    assert asked == ["Capital of France?", "Capital of Spain?"]
+
+
+def test_the_command_cannot_listen_on_a_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = subprocess.run(
+            [*PROXY, "--record", "x.yaml", "--upstream", "http://127.0.0.1:9/v1", "--port", port],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
