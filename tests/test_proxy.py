@@ -20,10 +20,11 @@ from typing import Any
 import anthropic
 import httpx2
 import openai
+import orjson
 import pytest
 
 from agentbench.boundary.forward import WireForwarder
-from agentbench.boundary.proxy import Proxy
+from agentbench.boundary.proxy import FRESH_FINGERPRINTER_EVERY, Proxy, RecordedCalls
 from agentbench.boundary.server import BoundaryServer
 from agentbench.replay.cassette import Cassette, Interaction
 from agentbench.runtime.models import ChatResponse, ToolCall
@@ -502,3 +503,17 @@ def test_the_command_cannot_listen_on_a_port_in_use(tmp_path: Path) -> None:
         )
     assert done.returncode == 2, done.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+def test_a_long_running_replay_matches_across_fresh_fingerprinters_in_bounded_memory() -> None:
+    requests = [
+        {"model": MODEL, "messages": [{"role": "user", "content": f"question {n}"}]}
+        for n in range(2 * FRESH_FINGERPRINTER_EVERY + 100)
+    ]
+    cassette = Cassette([Interaction.of(r, ChatResponse(text="ok")) for r in requests])
+    recorded = RecordedCalls(cassette)
+    # Each request arrives as new objects, as parsed off the wire, in another order.
+    taken = [recorded.take(orjson.loads(orjson.dumps(r))) for r in reversed(requests)]
+    assert taken == list(reversed(range(len(requests))))
+    # What the fingerprinter holds is of the requests since it was made, not of all of them.
+    assert len(recorded._fingerprint._kept) <= FRESH_FINGERPRINTER_EVERY

@@ -41,6 +41,10 @@ from agentbench.runtime.retry import is_infrastructure_failure
 from agentbench.trace import _json
 
 Reply = tuple[int, str, bytes]
+# A fingerprinter keeps every part it digested (cached by object), and each request arrives as
+# new objects: a proxy that runs for hours takes a fresh one every so many requests, so its
+# memory stays bounded (a fresh one only digests the next request whole).
+FRESH_FINGERPRINTER_EVERY = 1024
 _JSON = "application/json"
 _INVALID = "invalid_request_error"
 
@@ -64,6 +68,7 @@ class RecordedCalls:
         # A recording converted from a trace compares only what the trace knew.
         self.source = TraceSource.of(info)
         self._fingerprint = Fingerprinter()
+        self._printed = 0
         stored = info.get("fingerprints")
         interactions = cassette.interactions
         if (
@@ -87,9 +92,15 @@ class RecordedCalls:
     def _comparable(self, request: dict[str, Any]) -> dict[str, Any]:
         return request if self.source is None else self.source.known(request)
 
+    def _print(self, request: dict[str, Any]) -> str:
+        self._printed += 1
+        if self._printed % FRESH_FINGERPRINTER_EVERY == 0:
+            self._fingerprint = Fingerprinter()
+        return self._fingerprint(self._comparable(request))
+
     def take(self, request: dict[str, Any]) -> int | None:
         """The position of the first unused recorded call asked `request`, now used; or None."""
-        waiting = self._unused.get(self._fingerprint(self._comparable(request)))
+        waiting = self._unused.get(self._print(request))
         if not waiting:
             return None
         index = waiting.popleft()
@@ -102,7 +113,7 @@ class RecordedCalls:
 
     def why_not(self, request: dict[str, Any]) -> str:
         """Why no recorded call answers `request`: the nearest one and how it differs."""
-        asked = self._asked.get(self._fingerprint(self._comparable(request)), 0)
+        asked = self._asked.get(self._print(request), 0)
         if asked:
             return (
                 f"the recording asked this {asked} time(s) and each has been answered; "
