@@ -211,7 +211,7 @@ def test_shipped_golden_suites_replay_offline(tmp_path: Path, capsys) -> None:
     code = run(str(ROOT / "golden"), db=tmp_path / "g.duckdb")
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "118 cases" in out and "pass rate 100.0%" in out
+    assert "130 cases" in out and "pass rate 100.0%" in out
     assert textwrap.dedent(out).count("expected failures:") == 1
 
 
