@@ -100,13 +100,8 @@ def proxy(
     service = Proxy(recording=recording, upstream=forwarder, on_refusal=_say_refused)
     try:
         asyncio.run(_serve(service, port))
-    finally:
-        if save_path is not None and service.new_calls:
-            saved = service.cassette.save(save_path, redactor=Redactor())
-            count = len(service.cassette.interactions)
-            click.echo(f"agentbench proxy: saved {count} call(s) to {saved}")
-        elif save_path is not None:
-            click.echo(f"agentbench proxy: nothing forwarded; {save_path} left as it was")
+    finally:  # what was forwarded is kept, whatever ended the serving
+        _save(service, save_path)
     for line in service.summary():
         click.echo(line)
     if service.tally.upstream_failures:
@@ -143,6 +138,18 @@ def _plan(
     except CassetteError as exc:  # the flag names a file that is not a cassette: usage
         raise UsageError(f"--replay: {exc}") from None
     return recording, (save_to or replay_path) if live_from_divergence else None
+
+
+def _save(service: Proxy, path: Path | None) -> None:
+    if path is None:
+        return
+    if service.new_calls:
+        saved = service.cassette.save(path, redactor=Redactor())
+        click.echo(
+            f"agentbench proxy: saved {len(service.cassette.interactions)} call(s) to {saved}"
+        )
+    elif service.calls:
+        click.echo(f"agentbench proxy: nothing forwarded; {path} left as it was")
 
 
 def _say_refused(refusal: Refusal) -> None:
