@@ -7,4 +7,6 @@ chat-completions shape (`wire.py`, `chat_api.py`, `responses_api.py`), answers i
 case's cassette or a live endpoint through the same `ReplayModel` / `RecordingModel` an
 agentbench `Agent` is replayed with, and turns the traffic into the runtime's typed events
 (`traffic.py`), so drift, the trajectory, scorers, reports and the gate are computed once.
+An agent started outside the harness, in any language, reaches the same server through
+`agentbench proxy` (`proxy.py`), which matches calls by content rather than order.
 """
