@@ -269,6 +269,31 @@ def test_a_cancelled_turn_kills_the_process_group(tmp_path: Path) -> None:
     assert until(lambda: not alive(int(pid_file.read_text())))
 
 
+def test_a_turn_ends_when_the_program_exits_though_a_child_it_left_holds_its_output(
+    tmp_path: Path,
+) -> None:
+    # The child inherits stdout and stderr and outlives the program (a helper server it
+    # never stopped): the turn is over when the program exits, and the child is killed.
+    script = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        "print(child.pid)\n"
+    )
+    finished = asyncio.run(
+        run_process(
+            [sys.executable, "-c", script],
+            stdin=b"x" * 300_000,  # more than a pipe holds: written as the program reads
+            env=os.environ,
+            cwd=tmp_path,
+            timeout_s=300,
+            stdout_limit=1024,
+            stderr_limit=1024,
+        )
+    )
+    assert not finished.timed_out and finished.returncode == 0
+    assert until(lambda: not alive(int(finished.stdout)))
+
+
 def test_output_past_the_limit_is_cut_and_the_program_killed(tmp_path: Path) -> None:
     script = "import sys\nwhile True: sys.stdout.write('x' * 4096)\n"
     finished = asyncio.run(
