@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -354,3 +355,18 @@ def test_a_bad_requires_entry_names_where_it_is(workdir: Path, capsys) -> None:
     assert main(["run", str(folder), "--no-report"]) == 2
     err = capsys.readouterr().err
     assert "suite.yaml:6:1: requires: 'program:': expected a module name, program:NAME or" in err
+
+
+def test_a_command_agents_cassette_away_from_its_suite_names_what_to_pass(
+    workdir: Path, capsys
+) -> None:
+    # What the cassette names as its agent is the command, which only its suite can run.
+    shipped = Path(__file__).resolve().parent.parent / "replays" / "typescript_agent"
+    cassette = workdir / "track-parcel.yaml"
+    shutil.copy(shipped / "track-parcel.yaml", cassette)
+    assert main(["replay", str(cassette), "--db", str(workdir / "r.duckdb")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {cassette}: the cassette was recorded by a command agent (node --import tsx "
+        "agent.ts) whose suite folder (metadata.agentbench.suite_dir) has no suite.yaml; pass "
+        "it with --suite FOLDER"
+    )
