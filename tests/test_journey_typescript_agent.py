@@ -4,7 +4,8 @@ golden/typescript_agent is a user's agent in TypeScript on the openai npm packag
 command (`node --import tsx agent.ts`, one process per turn) whose model calls are recorded
 and replayed at the model-API boundary. Its baseline replays unchanged; a changed tool result
 fails the gate naming the step and the field; a reworded system prompt is request drift at the
-system message; a renamed tool argument is request drift at the tools; the report, `diff`,
+system message; a renamed tool argument is request drift at the tools; `--live-from-divergence`
+continues a case live from the call that changed; the report, `diff`,
 `replay` of a cassette and `promote` of a stored run work on it as on a Python agent. Without
 `node`, or without the suite's node_modules (`npm ci`), the journeys are skipped, with why, and
 `agentbench run` skips the suite with the reason and passes.
@@ -18,7 +19,11 @@ from typing import Any
 
 import pytest
 
-from tests.framework_journeys import first_divergences, gate_against_baseline
+from tests.framework_journeys import (
+    first_divergences,
+    gate_against_baseline,
+    run_live_from_divergence,
+)
 from tests.test_journeys import ROOT, Result, agentbench, git
 
 SUITE = "typescript_agent"
@@ -146,6 +151,23 @@ def test_a_renamed_tool_argument_is_request_drift_at_the_tools(checkout: Path) -
     assert (first.step, first.kind, first.what) == (1, "request_drift", "model call #1")
     assert "tools[0].function.parameters.properties.tracking_id: removed" in first.details
     assert "tools[0].function.parameters.properties.parcel_id: added" in first.details
+
+
+def test_live_from_divergence_continues_the_case_live(checkout: Path) -> None:
+    # An evening slot more: the recording's answer no longer lists every slot.
+    change(checkout, ('"4050-262": ["09:00-12:00", "14:00-17:00"]',
+                      '"4050-262": ["09:00-12:00", "14:00-17:00", "18:00-21:00"]'))  # fmt: skip
+    ran, requests = run_live_from_divergence(
+        checkout, SUITE, "--filter", "delivery-slots", "--json"
+    )
+    assert ran.code == 0, ran.out + ran.err
+    (result,) = ran.json()["results"]
+    assert result["status"] == "passed"
+    assert result["diverged_at"]["class"] == "tool_result_changed"
+    assert result["diverged_at"]["live_from"] == 2
+    # Call #1 was replayed; the live model answered the call that carried the new slots.
+    (live,) = requests
+    assert "18:00-21:00" in live.body["messages"][-1]["content"]
 
 
 def test_report_and_diff_of_the_two_evals(checkout: Path) -> None:
