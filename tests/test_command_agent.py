@@ -317,7 +317,15 @@ def test_a_missing_program_is_a_clear_suite_error(workdir: Path, capsys) -> None
     code, summary = run_json(str(folder), capsys=capsys)
     assert code == 2
     assert summary["suite_errors"] == [
-        f"{folder / 'suite.yaml'}:2:1: agent: command 'no-such-agent-program' not found on PATH"
+        f"{folder / 'suite.yaml'}:2:1: agent: command 'no-such-agent-program' is not found on PATH"
+    ]
+    # A path is the suite folder's (or cwd's) file, which must be executable.
+    folder = suite(workdir / "not_executable", '{command: ["./agent.py"]}')
+    code, summary = run_json(str(folder), capsys=capsys)
+    assert code == 2
+    assert summary["suite_errors"] == [
+        f"{folder / 'suite.yaml'}:2:1: agent: command './agent.py' is not an executable file in "
+        f"{folder.resolve()}"
     ]
 
 

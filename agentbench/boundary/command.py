@@ -105,10 +105,8 @@ class CommandTarget(CallableTarget):
         items = [expand(item) for item in spec.command]
         program = _program(items[0], cwd)
         if program is None:
-            raise UsageError(
-                f"{where}agent: command {spec.command[0]!r} not found "
-                f"{'in ' + str(cwd) if '/' in items[0] else 'on PATH'}"
-            )
+            place = f"an executable file in {cwd}" if "/" in items[0] else "found on PATH"
+            raise UsageError(f"{where}agent: command {spec.command[0]!r} is not {place}")
         command = Command(
             (program, *items[1:]),
             spec.label(),
