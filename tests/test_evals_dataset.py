@@ -349,7 +349,7 @@ def test_discover_keeps_going_past_bad_suites(repo: Path) -> None:
     messages = [str(error).splitlines() for error in found.errors]
     assert messages[0][1].endswith(
         "suite.yaml:1:1: agent: expected a valid string or a mapping {command, timeout, env, "
-        "cwd}; got 3"
+        "cwd, name}; got 3"
     )
     assert "suite name 'weather' is already used by" in messages[1][1]
     assert messages[2][1] == f"  {repo / 'missing'}: no such file or folder"
