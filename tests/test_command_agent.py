@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -378,3 +379,28 @@ def test_a_command_agents_cassette_away_from_its_suite_names_what_to_pass(
         "agent.ts) whose suite folder (metadata.agentbench.suite_dir) has no suite.yaml; pass "
         "it with --suite FOLDER"
     )
+
+
+def test_a_case_skipped_for_what_it_requires_cannot_be_bisected(workdir: Path, capsys) -> None:
+    repo = workdir / "repo"
+    suite(repo / "golden" / "needs_node", command(), extra="requires: [program:no-such-node]\n")
+    identity = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *identity, *args], cwd=repo, check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-qm", "suite")
+    (repo / "NOTES.md").write_text("notes\n")
+    git("add", "-A")
+    git("commit", "-qm", "notes")
+    os.chdir(repo)
+    code = main(["bisect", "weather", "--good", "HEAD~1", "--bad", "HEAD",
+                 "--suite", "golden/needs_node"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert (
+        "needs_node/weather was skipped there (suite 'needs_node' needs no-such-node on PATH): "
+        "a skipped case cannot be bisected"
+    ) in err

@@ -5,7 +5,8 @@ command (`node --import tsx agent.ts`, one process per turn) whose model calls a
 and replayed at the model-API boundary. Its baseline replays unchanged; a changed tool result
 fails the gate naming the step and the field; a reworded system prompt is request drift at the
 system message; a renamed tool argument is request drift at the tools; `--live-from-divergence`
-continues a case live from the call that changed; the report, `diff`,
+continues a case live from the call that changed; `bisect` finds the commit that changed a
+tool; the report, `diff`,
 `replay` of a cassette and `promote` of a stored run work on it as on a Python agent. Without
 `node`, or without the suite's node_modules (`npm ci`), the journeys are skipped, with why, and
 `agentbench run` skips the suite with the reason and passes.
@@ -221,6 +222,29 @@ def test_promote_a_stored_run_into_a_case_that_passes(checkout: Path) -> None:
     ran = agentbench(checkout, "run", folder, "--no-report", "--filter", "slots-again")
     assert ran.code == 1, ran.out + ran.err
     assert "step 1 (parcel_desk) tool_result_changed: tool call delivery_slots" in ran.out
+
+
+def test_bisect_finds_the_commit_that_changed_a_tool_result(checkout: Path) -> None:
+    # Each commit runs in a git worktree, which has no node_modules (git-ignored): bisect
+    # links the suite's `requires: file:` entries from the checkout.
+    def commit(message: str) -> str:
+        git(checkout, "add", "-A")
+        git(checkout, "commit", "-qm", message)
+        return (checkout / ".git" / "refs" / "heads" / "main").read_text().strip()
+
+    good = (checkout / ".git" / "refs" / "heads" / "main").read_text().strip()
+    change(checkout, ETA)
+    changed = commit("a later delivery date")
+    (checkout / "NOTES.md").write_text("notes\n")
+    commit("notes")
+    found = agentbench(
+        checkout, "bisect", "track-parcel", "--good", good, "--bad", "HEAD",
+        "--suite", f"golden/{SUITE}",
+    )  # fmt: skip
+    assert found.code == 0, found.out + found.err
+    assert f"  {changed}  a later delivery date" in found.out
+    assert "first divergence — step 1 (parcel_desk) tool_result_changed" in found.out
+    assert (checkout / "golden" / SUITE / "node_modules" / "openai").is_dir()  # left as it was
 
 
 def test_without_node_modules_the_suite_is_skipped_with_the_reason(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 from agentbench.errors import AgentbenchError, UsageError
 from agentbench.evals.case_changes import CaseChange
@@ -248,6 +249,7 @@ def _run_in_worktree(store: Any, repo: Path, target: _Target, sha: str) -> str:
         if added.returncode != 0:
             raise BisectError(f"git worktree add {sha[:12]} failed: {added.stderr.strip()}")
         try:
+            _link_requirements(repo, tree, target.suite_path)
             return _run_case(store, tree, target, sha)
         finally:
             subprocess.run(
@@ -256,6 +258,25 @@ def _run_in_worktree(store: Any, repo: Path, target: _Target, sha: str) -> str:
                 capture_output=True,
                 check=False,
             )
+
+
+def _link_requirements(repo: Path, tree: Path, suite_path: str) -> None:
+    """What a suite `requires: [file:…]` and git does not check out (a Node agent's
+    node_modules, git-ignored) is linked into the worktree from the user's checkout, as it
+    is there now: without it the suite would be skipped at every commit."""
+    for suite_file in sorted((tree / suite_path).rglob("suite.yaml")):
+        try:
+            requires = (yaml.safe_load(suite_file.read_text()) or {}).get("requires") or []
+        except (yaml.YAMLError, OSError, AttributeError):
+            continue  # the run says what is wrong with it
+        folder = suite_file.parent
+        mine = repo / folder.relative_to(tree)
+        for entry in requires:
+            kind, _, name = str(entry).partition(":")
+            there, here = folder / name, mine / name
+            if kind == "file" and name and not there.exists() and here.exists():
+                there.parent.mkdir(parents=True, exist_ok=True)
+                there.symlink_to(here.resolve())
 
 
 def _run_case(store: Any, tree: Path, target: _Target, sha: str) -> str:
@@ -290,8 +311,16 @@ def _run_case(store: Any, tree: Path, target: _Target, sha: str) -> str:
             f"exited {done.returncode}:\n{tail}"
         )
     try:
-        return str(orjson.loads(done.stdout)["eval_id"])
+        ran = orjson.loads(done.stdout)
+        eval_id = str(ran["eval_id"])
     except (orjson.JSONDecodeError, KeyError, TypeError):
         raise BisectError(
             f"commit {sha[:12]}: `agentbench run --json` printed no eval id:\n{done.stdout[-500:]}"
         ) from None
+    skipped = [r for r in ran.get("results") or () if r.get("status") == "skipped"]
+    if skipped:  # the same at every commit, which says nothing of its behaviour
+        raise BisectError(
+            f"commit {sha[:12]}: {skipped[0].get('suite')}/{target.case_id} was skipped there "
+            f"({skipped[0].get('error') or 'no reason given'}): a skipped case cannot be bisected"
+        )
+    return eval_id
