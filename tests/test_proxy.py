@@ -52,17 +52,25 @@ def echo(request: dict[str, Any]) -> str:
 @contextlib.contextmanager
 def running(proxy: Proxy) -> Iterator[str]:
     """`proxy` served on its own event loop in a thread; yields the OpenAI base URL."""
+    with serving(proxy.answer, proxy.aclose) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(answer: Any, closing: Any = None) -> Iterator[str]:
+    """A BoundaryServer answering with `answer` on its own event loop in a thread."""
     ready = threading.Event()
     holder: dict[str, Any] = {}
 
     async def serve() -> None:
         holder["stop"] = stop = asyncio.Event()
         holder["loop"] = asyncio.get_running_loop()
-        async with BoundaryServer(proxy.answer) as server:
+        async with BoundaryServer(answer) as server:
             holder["url"] = server.base_url
             ready.set()
             await stop.wait()
-        await proxy.aclose()
+        if closing is not None:
+            await closing()
 
     thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
     thread.start()
@@ -393,11 +401,14 @@ def test_a_diverged_conversation_stays_live_even_where_a_recorded_call_would_mat
 
 def anthropic_agent(url: str, question: str, *, stream: bool) -> list[str]:
     """Anthropic's tool loop through the proxy (ANTHROPIC_BASE_URL is the server root)."""
-    client = anthropic.Anthropic(
-        base_url=url.removesuffix("/v1"),
-        api_key="sk-ant-api03-agentsidekey0123456789",
-        max_retries=0,
-    )
+    key = "sk-ant-api03-agentsidekey0123456789"
+    with anthropic.Anthropic(
+        base_url=url.removesuffix("/v1"), api_key=key, max_retries=0
+    ) as client:
+        return _tool_loop(client, question, stream)
+
+
+def _tool_loop(client: anthropic.Anthropic, question: str, stream: bool) -> list[str]:
     messages: list[Any] = [{"role": "user", "content": question}]
     tools = [{"name": "weather", "input_schema": {"type": "object"}}]
     said = []
@@ -517,3 +528,71 @@ def test_a_long_running_replay_matches_across_fresh_fingerprinters_in_bounded_me
     assert taken == list(reversed(range(len(requests))))
     # What the fingerprinter holds is of the requests since it was made, not of all of them.
     assert len(recorded._fingerprint._kept) <= FRESH_FINGERPRINTER_EVERY
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    event = {
+        "id": "chatcmpl-held",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + orjson.dumps(event) + b"\n\n"
+
+
+def test_recording_relays_a_live_stream_as_it_arrives_and_keeps_it_whole(
+    tmp_path: Path,
+) -> None:
+    """The upstream sends its first event and holds the rest until the agent has read that
+    one: a proxy that waited for the whole stream would see it held for good (10 s here, then
+    the upstream says so in the text)."""
+    read_first = threading.Event()
+
+    async def held(wire: Any, body: Any, headers: Any) -> Any:
+        async def events() -> Any:
+            yield chunk({"role": "assistant", "content": "Hello"})
+            relayed = await asyncio.to_thread(read_first.wait, 10)
+            yield chunk({"content": " world" if relayed else " (held: nothing was relayed)"})
+            yield chunk({}, "stop") + b"data: [DONE]\n\n"
+
+        return 200, "text/event-stream", events()
+
+    with serving(held) as upstream_url:
+        proxy = Proxy(upstream=WireForwarder("up", base_url=upstream_url, api_key="k"))
+        with running(proxy) as url, client(url) as sdk:
+            stream = sdk.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "Hi"}], stream=True
+            )
+            text = []
+            for event in stream:
+                text.append(event.choices[0].delta.content or "")
+                read_first.set()
+    assert "".join(text) == "Hello world"
+    saved = Cassette.load(proxy.cassette.save(tmp_path / "held.yaml"))
+    assert saved.interactions[0].streamed
+    assert saved.interactions[0].response().text == "Hello world"
+
+
+def test_a_live_stream_that_breaks_off_is_cut_for_the_agent_and_recorded_as_failed(
+    tmp_path: Path,
+) -> None:
+    async def broken(wire: Any, body: Any, headers: Any) -> Any:
+        async def events() -> Any:
+            yield chunk({"role": "assistant", "content": "Hello"})
+            raise ConnectionResetError("the model server went away")
+
+        return 200, "text/event-stream", events()
+
+    with serving(broken) as upstream_url:
+        proxy = Proxy(upstream=WireForwarder("up", base_url=upstream_url, api_key="k"))
+        with running(proxy) as url, client(url, max_retries=0) as sdk:
+            stream = sdk.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "Hi"}], stream=True
+            )
+            with pytest.raises(openai.APIConnectionError):
+                list(stream)
+    assert "the stream broke off" in proxy.tally.upstream_failures[0]
+    saved = Cassette.load(proxy.cassette.save(tmp_path / "broken.yaml"))
+    failure = saved.interactions[0].failure
+    assert failure is not None and "the stream broke off" in failure.message

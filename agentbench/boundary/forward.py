@@ -6,7 +6,9 @@ and this one forwards the body the client posted, unchanged but for the model na
 same API path at the real endpoint, with the user's key (never the loopback key the target
 holds). So a Responses API agent is recorded through the Responses API, with every setting its
 framework sent, and what is recorded is the endpoint's own answer. A client's retry is the
-client's: each attempt reaches the endpoint, and is recorded, as it did. Anthropic's Messages
+client's: each attempt reaches the endpoint, and is recorded, as it did. `complete` reads the
+answer whole; `open` hands it over unread, for `agentbench proxy` to relay a live stream as it
+arrives (and `parsed` reads it once it has ended). Anthropic's Messages
 API goes to its own endpoint (`anthropic_base_url`, else ANTHROPIC_BASE_URL, else
 api.anthropic.com) with `x-api-key` (ANTHROPIC_API_KEY) and the `anthropic-version` (and
 `anthropic-beta`) the client sent, 2023-06-01 when it sent none.
@@ -123,6 +125,33 @@ class WireForwarder:
     async def complete(
         self, request: dict[str, Any], *, on_text_delta: TextDeltaHandler | None = None
     ) -> ChatResponse:
+        started = time.perf_counter()
+        answer, url = await self.open(request)
+        call = current_call.get()
+        response = await self.read(answer, url, call.wire if call is not None else CHAT, request)
+        # The endpoint's time, as the runtime's own client measures it (latency_budget's).
+        return response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})
+
+    async def read(
+        self, answer: Any, url: str, wire: Wire, request: dict[str, Any]
+    ) -> ChatResponse:
+        """An answer `open` returned, read whole and closed: the response, or its ModelError."""
+        import httpx2
+
+        try:
+            content = await answer.aread()
+        except httpx2.TimeoutException as exc:
+            raise ModelTimeoutError(f"{url}: no answer within {self.timeout_s:g} s") from exc
+        except httpx2.HTTPError as exc:
+            raise ModelError(f"{url}: {type(exc).__name__}: {exc}") from exc
+        finally:
+            await answer.aclose()
+        content_type = answer.headers.get("content-type", "application/json")
+        return self.parsed(wire, url, answer.status_code, content_type, content, request)
+
+    async def open(self, request: dict[str, Any]) -> tuple[Any, str]:
+        """The current call posted to the endpoint: its answer (an `httpx2.Response` whose body
+        is not read yet, for a stream relayed as it arrives; the caller closes it) and URL."""
         call = current_call.get()
         wire, body = (call.wire, dict(call.body)) if call is not None else (CHAT, dict(request))
         if "model" in request:
@@ -133,31 +162,37 @@ class WireForwarder:
         if self._client is None:
             self._client = httpx2.AsyncClient(timeout=self.timeout_s)
         url = self._url(wire)
-        started = time.perf_counter()
         try:
-            answer = await self._client.post(url, json=body, headers=headers)
+            sent = self._client.build_request("POST", url, json=body, headers=headers)
+            return await self._client.send(sent, stream=True), url
         except httpx2.TimeoutException as exc:
             raise ModelTimeoutError(f"{url}: no answer within {self.timeout_s:g} s") from exc
         except httpx2.HTTPError as exc:
             raise ModelError(f"{url}: {type(exc).__name__}: {exc}") from exc
-        text = answer.text
-        if answer.status_code >= 400:
+
+    def parsed(
+        self,
+        wire: Wire,
+        url: str,
+        status: int,
+        content_type: str,
+        content: bytes,
+        request: dict[str, Any],
+    ) -> ChatResponse:
+        """An endpoint's whole answer as the response, or the ModelError it is."""
+        text = content.decode("utf-8", errors="replace")
+        if status >= 400:
             raise ModelError(
-                f"{url} answered HTTP {answer.status_code}: {text[:200]}",
-                status_code=answer.status_code,
-                body=text,
+                f"{url} answered HTTP {status}: {text[:200]}", status_code=status, body=text
             )
-        content_type = answer.headers.get("content-type", "application/json")
         try:
-            response = wire.parse_answer(content_type, answer.content, request)
+            return wire.parse_answer(content_type, content, request)
         except (CompletionFormatError, ValueError) as exc:
             raise ModelError(
                 f"{url} answered something that is not a {wire.name} response: {exc}",
-                status_code=answer.status_code,
+                status_code=status,
                 body=text,
             ) from exc
-        # The endpoint's time, as the runtime's own client measures it (latency_budget's).
-        return response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})
 
     async def aclose(self) -> None:
         if self._client is not None:

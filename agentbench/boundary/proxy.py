@@ -10,7 +10,8 @@ error shape, naming the nearest recorded call and the first field that differs. 
 request of its conversation — the requests whose messages begin with the diverged one's
 (each request carries its conversation so far) — since a recorded answer would answer a
 question the agent no longer asks; what was forwarded is appended to the cassette. Recording
-forwards everything. No request header is stored, and none the agent sends reaches the
+forwards everything; a live stream is relayed event by event as it arrives and recorded once
+it has ended. No request header is stored, and none the agent sends reaches the
 upstream but the API version it asks for (`anthropic-version`, `anthropic-beta`): the upstream
 gets the proxy's own key. The cassette's redactor masks secrets in every body it writes.
 """
@@ -18,7 +19,7 @@ gets the proxy's own key. The cassette's redactor masks secrets in every body it
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
@@ -27,7 +28,7 @@ from urllib.parse import urlsplit
 from agentbench.boundary.forward import WireCall, WireForwarder, current_call
 from agentbench.boundary.wire import Wire, wire_for
 from agentbench.errors import ModelError
-from agentbench.replay.cassette import Cassette
+from agentbench.replay.cassette import Cassette, Interaction
 from agentbench.replay.drift import (
     FINGERPRINT_VERSION,
     Change,
@@ -35,7 +36,6 @@ from agentbench.replay.drift import (
     TraceSource,
     nearest,
 )
-from agentbench.replay.models import RecordingModel
 from agentbench.runtime.completions import CompletionFormatError
 from agentbench.runtime.retry import is_infrastructure_failure
 from agentbench.trace import _json
@@ -186,7 +186,7 @@ class Proxy:
         self.cassette = recording if recording is not None else Cassette()
         self._kept = len(self.cassette.interactions)
         self.live = LiveConversations() if upstream is not None else None
-        self._upstream = RecordingModel(upstream, self.cassette) if upstream is not None else None
+        self._upstream = upstream
         self._on_refusal = on_refusal
         self.tally = Tally()
         self.calls = 0
@@ -252,20 +252,64 @@ class Proxy:
         request: dict[str, Any],
         call: int,
     ) -> Reply:
-        assert self._upstream is not None  # `answer` forwards only with an upstream
+        upstream = self._upstream
+        assert upstream is not None  # `answer` forwards only with an upstream
         # The headers only tell the forwarder the API version a client asked for (Anthropic's).
         token = current_call.set(WireCall(wire, body, headers))
         self.tally.forwarded += 1
+        uri = upstream.call_uri
         try:
-            response = await self._upstream.complete(request)
+            answer, url = await upstream.open(request)
+            kind = answer.headers.get("content-type", "")
+            if answer.status_code < 400 and kind.startswith("text/event-stream"):
+                # Relayed as it arrives (the agent sees tokens as they come), kept once whole.
+                return answer.status_code, kind, self._relay(wire, request, answer, url, uri)
+            response = await upstream.read(answer, url, wire, request)
         except ModelError as exc:
-            if is_infrastructure_failure(exc.status_code):
-                self.tally.upstream_failures.append(str(exc))
+            self._keep_failure(request, exc, uri)
             return _failed(wire, exc)
         finally:
             current_call.reset(token)
+        self.cassette.interactions.append(Interaction.of(request, response, uri))
         content_type, payload = wire.render(response, str(request.get("model") or ""), body, call)
         return 200, content_type, payload
+
+    async def _relay(
+        self, wire: Wire, request: dict[str, Any], answer: Any, url: str, uri: str
+    ) -> AsyncIterator[bytes]:
+        """A live stream's events as they arrive; once it has ended, the call is recorded
+        (a stream that broke off is recorded as the failure it is, and cut for the client)."""
+        received = bytearray()
+        pending = b""
+        try:
+            async for piece in answer.aiter_bytes():
+                received += piece
+                *events, pending = (pending + piece).split(b"\n\n")
+                for event in events:
+                    yield event + b"\n\n"
+            if pending:
+                yield pending
+        except Exception as exc:  # the connection to the upstream broke
+            failure = ModelError(f"{url}: the stream broke off: {type(exc).__name__}: {exc}")
+            self._keep_failure(request, failure, uri)
+            raise failure from exc
+        finally:
+            await answer.aclose()
+        kind = answer.headers.get("content-type", "")
+        try:
+            response = self._upstream.parsed(  # type: ignore[union-attr]
+                wire, url, answer.status_code, kind, bytes(received), request
+            )
+        except ModelError as exc:
+            self._keep_failure(request, exc, uri)
+            return
+        self.cassette.interactions.append(Interaction.of(request, response, uri))
+
+    def _keep_failure(self, request: dict[str, Any], error: ModelError, uri: str) -> None:
+        """A forwarded call that failed is recorded too (it replays as the same error)."""
+        if is_infrastructure_failure(error.status_code):
+            self.tally.upstream_failures.append(str(error))
+        self.cassette.interactions.append(Interaction.failed(request, error, uri))
 
     def summary(self) -> list[str]:
         """The proxy's account of itself, one line each: calls answered, refused (and why),

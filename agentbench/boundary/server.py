@@ -7,7 +7,9 @@ KiB, body 64 MiB by default); keep-alive is honoured, so a client's connection p
 against a real provider. Each POST to a model API (`wire.wire_for`) goes to `answer`, which
 returns the status, content type and body; anything else gets an OpenAI-shaped error. An event
 stream (`text/event-stream`) is sent as a provider sends it: chunked, one HTTP chunk per event
-in the body's order, so a client reads a recorded stream with its recorded chunking.
+in the body's order, so a client reads a recorded stream with its recorded chunking. A body
+may also be an async iterator of events (a live stream relayed as it arrives): each is sent
+as it comes; one that fails part-way leaves the stream cut, as a provider's dropped stream is.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -25,7 +27,9 @@ from agentbench.boundary.wire import Wire, wire_for
 MAX_HEAD = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
 
-Answer = Callable[[Wire, dict[str, Any], dict[str, str]], Awaitable[tuple[int, str, bytes]]]
+# A body, or an event stream's events as they arrive.
+Payload = bytes | AsyncIterator[bytes]
+Answer = Callable[[Wire, dict[str, Any], dict[str, str]], Awaitable[tuple[int, str, Payload]]]
 
 
 class BadRequestError(Exception):
@@ -97,7 +101,10 @@ class BoundaryServer:
                 method, path, headers, body = request
                 keep = headers.get("connection", "").lower() != "close"
                 status, content_type, payload = await self._route(method, path, headers, body)
-                await _send(writer, status, content_type, payload, keep)
+                if isinstance(payload, bytes):
+                    await _send(writer, status, content_type, payload, keep)
+                elif not await _relay(writer, status, content_type, payload, keep):
+                    return  # the stream was cut: so is the connection
                 if not keep:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -108,7 +115,7 @@ class BoundaryServer:
 
     async def _route(
         self, method: str, path: str, headers: dict[str, str], body: bytes
-    ) -> tuple[int, str, bytes]:
+    ) -> tuple[int, str, Payload]:
         if method == "GET" and path.split("?", 1)[0].rstrip("/").endswith("/models"):
             listing = {"object": "list", "data": [{"id": self._model, "object": "model"}]}
             return 200, "application/json", orjson.dumps(listing)
@@ -194,14 +201,9 @@ async def _send(
         reason = "Status"
     connection = "keep-alive" if keep else "close"
     if content_type.startswith("text/event-stream"):
-        head = (
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
-            f"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n"
-            f"Connection: {connection}\r\n\r\n"
-        )
         # One write: a replayed stream has no timing to keep, only its events' framing.
         frames = [b"%x\r\n%b\r\n" % (len(event), event) for event in sse_events(body)]
-        writer.write(b"".join([head.encode("latin-1"), *frames, b"0\r\n\r\n"]))
+        writer.write(b"".join([_chunked_head(status, content_type, keep), *frames, b"0\r\n\r\n"]))
         await writer.drain()
         return
     head = (
@@ -210,6 +212,43 @@ async def _send(
     )
     writer.write(head.encode("latin-1") + body)
     await writer.drain()
+
+
+async def _relay(
+    writer: asyncio.StreamWriter,
+    status: int,
+    content_type: str,
+    events: AsyncIterator[bytes],
+    keep: bool,
+) -> bool:
+    """Send `events` chunked as each arrives; False when they failed part-way (the stream is
+    left without its last chunk, so the client sees it cut)."""
+    writer.write(_chunked_head(status, content_type, keep))
+    async with contextlib.aclosing(events):  # a client gone: the source is closed too
+        try:
+            async for event in events:
+                writer.write(b"%x\r\n%b\r\n" % (len(event), event))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            raise  # the client went away
+        except Exception:  # the source failed (a live stream dropped): cut, as it was
+            await writer.drain()
+            return False
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    return True
+
+
+def _chunked_head(status: int, content_type: str, keep: bool) -> bytes:
+    try:
+        reason = http.HTTPStatus(status).phrase
+    except ValueError:
+        reason = "Status"
+    return (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+        "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n"
+        f"Connection: {'keep-alive' if keep else 'close'}\r\n\r\n"
+    ).encode("latin-1")
 
 
 def sse_events(body: bytes) -> list[bytes]:
