@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agentbench.boundary.forward import WireCall, WireForwarder, current_call
+from agentbench.boundary.server import Payload
 from agentbench.boundary.wire import Wire, wire_for
 from agentbench.errors import ModelError
 from agentbench.replay.cassette import Cassette, Interaction
@@ -40,7 +41,7 @@ from agentbench.runtime.completions import CompletionFormatError
 from agentbench.runtime.retry import is_infrastructure_failure
 from agentbench.trace import _json
 
-Reply = tuple[int, str, bytes]
+Reply = tuple[int, str, Payload]  # a body, or a live stream's events as they arrive
 # A fingerprinter keeps every part it digested (cached by object), and each request arrives as
 # new objects: a proxy that runs for hours takes a fresh one every so many requests, so its
 # memory stays bounded (a fresh one only digests the next request whole).
