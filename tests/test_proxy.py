@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -596,3 +597,40 @@ def test_a_live_stream_that_breaks_off_is_cut_for_the_agent_and_recorded_as_fail
     saved = Cassette.load(proxy.cassette.save(tmp_path / "broken.yaml"))
     failure = saved.interactions[0].failure
     assert failure is not None and "the stream broke off" in failure.message
+
+
+TYPESCRIPT = Path(__file__).resolve().parent.parent / "golden" / "typescript_agent"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node on PATH")
+@pytest.mark.skipif(
+    not (TYPESCRIPT / "node_modules" / "openai").is_dir(),
+    reason="needs golden/typescript_agent/node_modules: run `npm ci` in golden/typescript_agent",
+)
+def test_a_node_agent_replays_a_golden_case_s_cassette_through_the_command() -> None:
+    """The TypeScript parcel desk (the openai npm package), started by hand with
+    OPENAI_BASE_URL from the proxy's line, answered from its golden case's cassette."""
+    cassette = TYPESCRIPT.parent.parent / "replays" / "typescript_agent" / "track-parcel.yaml"
+
+    def desk(url: str, question: str) -> subprocess.CompletedProcess[str]:
+        turn = {"input": question, "context": {"customer": "Ada Lovelace"}, "turn": 1}
+        return subprocess.run(
+            ["node", "--import", "tsx", "agent.ts"],
+            input=orjson.dumps({**turn, "model": "reference-typescript"}).decode(),
+            capture_output=True,
+            text=True,
+            cwd=TYPESCRIPT,
+            env={**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "x"},
+            timeout=120,
+        )
+
+    with proxy_command("--replay", str(cassette)) as (url, process):
+        answered = desk(url, "Where is my parcel PX-1001?")
+        refused = desk(url, "Where is my parcel PX-1002?")
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=30)
+    assert answered.returncode == 0, answered.stderr
+    assert "out for delivery" in answered.stdout and "2026-07-14" in answered.stdout
+    assert refused.returncode != 0
+    assert "nearest is #1 of 2" in refused.stderr and "PX-1002" in refused.stderr
+    assert "3 call(s): 2 replayed, 0 forwarded, 1 refused" in out
