@@ -15,6 +15,7 @@ cassette, a live model that failed), 130 interrupted (the message names the eval
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -263,36 +264,42 @@ def run(
         with summary_text.progress(total, enabled=sys.stderr.isatty() and not as_json) as tick:
             harness.progress = tick
             result = asyncio.run(harness.run(found.suites, [str(e) for e in found.errors]))
-        store.flush()
-        if lake is not None:
-            written_to = write_lake(store, result.eval_id, lake, options.shard)
-            click.echo(f"results: {written_to} (Parquet)", err=True)
-        verdict = judge(
-            store,
-            result,
-            baseline_id,
-            baseline,
-            repo=root,
-            budget_pct=budget_pct,
-            fail_under=fail_under,
-            fail_on_change=fail_on_change,
-            strict_xfail=strict_xfail,
-            shard=options.shard,
-        )
-        written = write_outputs(
-            store,
-            result,
-            verdict,
-            report_dir=None if no_report else (report_dir or root / "reports").absolute(),
-            junit=junit,
-            summary_md=summary_md,
-            as_json=as_json,
-        )
-        show(
-            result, verdict, written, store_path=store.path, fail_under=fail_under, as_json=as_json
-        )
-        # The eval and every output that could be written are kept: exit as the verdict says.
-        return finish(verdict, written)
+        with contextlib.closing(result):
+            store.flush()
+            if lake is not None:
+                written_to = write_lake(store, result.eval_id, lake, options.shard)
+                click.echo(f"results: {written_to} (Parquet)", err=True)
+            verdict = judge(
+                store,
+                result,
+                baseline_id,
+                baseline,
+                repo=root,
+                budget_pct=budget_pct,
+                fail_under=fail_under,
+                fail_on_change=fail_on_change,
+                strict_xfail=strict_xfail,
+                shard=options.shard,
+            )
+            written = write_outputs(
+                store,
+                result,
+                verdict,
+                report_dir=None if no_report else (report_dir or root / "reports").absolute(),
+                junit=junit,
+                summary_md=summary_md,
+                as_json=as_json,
+            )
+            show(
+                result,
+                verdict,
+                written,
+                store_path=store.path,
+                fail_under=fail_under,
+                as_json=as_json,
+            )
+            # The eval and every output that could be written are kept: exit as the verdict says.
+            return finish(verdict, written)
 
 
 def _recording_process() -> bool:

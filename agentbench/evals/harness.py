@@ -86,6 +86,12 @@ class EvalRun:
             self._summary = summary
         return summary
 
+    def close(self) -> None:
+        """Close the spool's file now: an eval ended by an error is otherwise held by its
+        traceback until a garbage collection finds it."""
+        if isinstance(self.outcomes, OutcomeSpool):
+            self.outcomes.close()
+
 
 Progress = Callable[[TrialOutcome], None]
 MAX_DIVERGENCES = 10  # kept per trial: the first is the one that matters, a few show the spread
@@ -394,9 +400,8 @@ class Harness:
         options = self.options
         version = code_version()
         eval_id = self.eval_id_for(suites, version)
-        run = EvalRun(
-            eval_id, OutcomeSpool(), suite_errors=list(suite_errors), code_version=version
-        )
+        spool = OutcomeSpool()
+        run = EvalRun(eval_id, spool, suite_errors=list(suite_errors), code_version=version)
         planned = self.planned(suites)
         done: set[tuple[str, str, int]] = set()
         if options.resume:
@@ -428,6 +433,11 @@ class Harness:
         try:
             with cassette_cache.prefetching(cassettes):
                 await self._run_queued(self._queued(planned, agents, done), run)
+        except BaseException:
+            # The eval ends here (an infrastructure error, Ctrl-C): its spool file is closed
+            # now, not left to whichever garbage collection finds the traceback's frames.
+            spool.close()
+            raise
         finally:
             self._writer.flush()  # interrupted or not, every finished trial is kept
         run.outcomes.seal()
