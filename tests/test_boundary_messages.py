@@ -68,9 +68,13 @@ def _tool_results(content: list[Any]) -> list[dict[str, Any]]:
 
 def weather_agent(input: str, target: Any) -> dict[str, Any]:
     """Anthropic's tool loop, as its docs show it; returns the answer and the message ids."""
-    client = anthropic.Anthropic(
+    with anthropic.Anthropic(
         base_url=target.anthropic_base_url, api_key=target.api_key, max_retries=0
-    )
+    ) as client:
+        return _weather_loop(client, input, target)
+
+
+def _weather_loop(client: anthropic.Anthropic, input: str, target: Any) -> dict[str, Any]:
     stream = bool(target.variables.get("stream"))
     messages: list[dict[str, Any]] = [{"role": "user", "content": input}]
     ids = []
@@ -103,18 +107,20 @@ async def async_weather_agent(input: str, target: Any) -> dict[str, Any]:
 
 
 def asks_twice(input: str, target: Any) -> str:
-    client = anthropic.Anthropic(
+    with anthropic.Anthropic(
         base_url=target.anthropic_base_url, api_key=target.api_key, max_retries=0
-    )
-    for question in (input, input + " And tomorrow?"):
-        try:
-            client.messages.create(
-                model=target.model, max_tokens=64, messages=[{"role": "user", "content": question}]
-            )
-        except anthropic.BadRequestError as exc:
-            # The SDK's own reading of Anthropic's error shape: the body's error.message.
-            body = exc.body
-            return f"{type(exc).__name__} ({body['type']}): {body['error']['message']}"
+    ) as client:
+        for question in (input, input + " And tomorrow?"):
+            try:
+                client.messages.create(
+                    model=target.model,
+                    max_tokens=64,
+                    messages=[{"role": "user", "content": question}],
+                )
+            except anthropic.BadRequestError as exc:
+                # The SDK's own reading of Anthropic's error shape: the body's error.message.
+                body = exc.body
+                return f"{type(exc).__name__} ({body['type']}): {body['error']['message']}"
     return "both answered"
 
 
@@ -374,11 +380,13 @@ def test_the_test_server_answers_the_messages_api_with_faults_in_anthropic_s_sha
 
     script = [HTTPFault(429, "slow down", headers={"retry-after": "0"}), "Recovered."]
     with OpenAICompatibleServer(script) as server:
-        client = anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="k", max_retries=0)
         asked = {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
-        with pytest.raises(anthropic.RateLimitError) as refused:
-            client.messages.create(**asked)
-        answer = client.messages.create(**asked)
+        with anthropic.Anthropic(
+            base_url=server.anthropic_base_url, api_key="k", max_retries=0
+        ) as client:
+            with pytest.raises(anthropic.RateLimitError) as refused:
+                client.messages.create(**asked)
+            answer = client.messages.create(**asked)
     assert refused.value.body == {
         "type": "error",
         "error": {"type": "injected", "message": "slow down"},

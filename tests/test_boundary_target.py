@@ -36,7 +36,10 @@ TOOLS = [{"type": "function", "function": {"name": "weather", "description": "We
                          "required": ["city"]}}}]
 
 def agent(input, target):
-    client = OpenAI(base_url=target.base_url, api_key=target.api_key, max_retries=0)
+    with OpenAI(base_url=target.base_url, api_key=target.api_key, max_retries=0) as client:
+        return converse(client, input, target)
+
+def converse(client, input, target):
     messages = [{"role": "system", "content": PROMPT}]
     messages += [{"role": "user", "content": input}] if isinstance(input, str) else input
     for _ in range(6):

@@ -119,7 +119,11 @@ def reply(client, target, messages):
 def answer(question, target):
     """`question`: the user's, or the chat so far; `target`: where the model is (base_url,
     api_key, model): the app's settings."""
-    client = OpenAI(base_url=target.base_url, api_key=target.api_key, max_retries=0)
+    with OpenAI(base_url=target.base_url, api_key=target.api_key, max_retries=0) as client:
+        return converse(client, question, target)
+
+
+def converse(client, question, target):
     said = [{"role": "user", "content": question}] if isinstance(question, str) else question
     messages = [{"role": "system", "content": SYSTEM}, *said]
     for _ in range(5):

@@ -245,9 +245,10 @@ def _content(message: Any) -> str:
 
 def trip_desk(input: str | list[dict[str, Any]], target: TargetContext) -> str:
     """One user turn: `input` is the question, or the conversation so far from turn 2 on."""
-    client = OpenAI(base_url=target.base_url, api_key=target.api_key)
-    desk = Desk(client, target.model, stream=bool(target.variables.get("stream")))
     traveller = target.variables.get("traveller", "the traveller")
     conversation = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
     system = {"role": "system", "content": SYSTEM_PROMPT.format(traveller=traveller)}
-    return desk.run([system, *conversation])
+    # Closed with the turn: its kept-alive connection is not left for the garbage collector.
+    with OpenAI(base_url=target.base_url, api_key=target.api_key) as client:
+        desk = Desk(client, target.model, stream=bool(target.variables.get("stream")))
+        return desk.run([system, *conversation])
