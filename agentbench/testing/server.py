@@ -468,15 +468,8 @@ class _Handler(BaseHTTPRequestHandler):
             fragment_chars=self.owner.fragment_chars,
         )
         texts = [responses_api.sse_text([event]) for event in events]
-        if cut is not None:
-            # The answer's events come first; `response.completed` closes it.
-            answer, tail = texts[:-1], texts[-1:]
-            count = len(answer) if cut.after_chunks is None else min(cut.after_chunks, len(answer))
-            texts = answer[:count]
-            if cut.partial and count < len(answer):
-                texts.append(answer[count][: len(answer[count]) // 2])
-            if cut.finish:
-                texts += tail
+        if cut is not None:  # `response.completed` closes the answer
+            texts = _cut_closed_stream(texts, cut, closing=1)
         self._send_stream_events(texts, chunked=cut is not None and cut.chunked)
 
     def _send_messages_answer(
@@ -493,15 +486,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         events = messages_api.stream_events(body, fragment_chars=self.owner.fragment_chars)
         texts = [messages_api.sse_text([event]) for event in events]
-        if cut is not None:
-            # The answer's events come first; `message_delta` and `message_stop` close it.
-            answer, tail = texts[:-2], texts[-2:]
-            count = len(answer) if cut.after_chunks is None else min(cut.after_chunks, len(answer))
-            texts = answer[:count]
-            if cut.partial and count < len(answer):
-                texts.append(answer[count][: len(answer[count]) // 2])
-            if cut.finish:
-                texts += tail
+        if cut is not None:  # `message_delta` and `message_stop` close the answer
+            texts = _cut_closed_stream(texts, cut, closing=2)
         self._send_stream_events(texts, chunked=cut is not None and cut.chunked)
 
     def _send_body(
@@ -624,6 +610,18 @@ def _fault_body(fault: HTTPFault, messages_stream: bool | None) -> dict[str, Any
     if messages_stream is not None:
         return {"type": "error", "error": {"type": "injected", "message": fault.message}}
     return {"error": {"message": fault.message, "type": "injected", "code": fault.status}}
+
+
+def _cut_closed_stream(texts: list[str], cut: CutStream, *, closing: int) -> list[str]:
+    """A stream whose last `closing` events end the answer, cut as `cut` says: the answer's
+    events up to the cut (the next one half sent, if `partial`), then the closing ones only if
+    `finish`."""
+    answer, tail = texts[:-closing], texts[-closing:]
+    count = len(answer) if cut.after_chunks is None else min(cut.after_chunks, len(answer))
+    kept = answer[:count]
+    if cut.partial and count < len(answer):
+        kept.append(answer[count][: len(answer[count]) // 2])
+    return kept + tail if cut.finish else kept
 
 
 def _cut_events(events: list[str], chunks: list[dict[str, Any]], cut: CutStream) -> list[str]:
