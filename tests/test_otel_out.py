@@ -356,3 +356,15 @@ def test_an_export_is_the_same_file_from_another_process(tmp_path: Path) -> None
         subprocess.run(command, check=True, capture_output=True)
         outs.append(out.read_text())
     assert outs[0] == outs[1] and '"service.name"' in outs[0]
+
+
+def test_a_tool_result_sent_back_as_an_error_keeps_it_through_otel() -> None:
+    from agentbench.otel.messages import from_parts, to_parts
+
+    failed = {"role": "tool", "tool_call_id": "toolu_02", "content": "no card", "is_error": True}
+    exported = to_parts(failed)
+    assert exported["parts"][0]["is_error"] is True
+    assert from_parts(exported, 0) == failed
+    ok = {"role": "tool", "tool_call_id": "toolu_01", "content": "found"}
+    assert "is_error" not in to_parts(ok)["parts"][0]
+    assert from_parts(to_parts(ok), 0) == ok

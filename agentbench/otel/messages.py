@@ -75,13 +75,14 @@ def to_parts(message: dict[str, Any]) -> dict[str, Any]:
     """One OpenAI chat message as a GenAI input message."""
     role = message.get("role", "user")
     if role == "tool":
-        parts = [
-            {
-                "type": "tool_call_response",
-                "id": message.get("tool_call_id"),
-                "response": message.get("content"),
-            }
-        ]
+        response = {
+            "type": "tool_call_response",
+            "id": message.get("tool_call_id"),
+            "response": message.get("content"),
+        }
+        if message.get("is_error"):  # Anthropic's tool_result is_error: the tool failed
+            response["is_error"] = True
+        parts = [response]
     else:
         parts = _content_parts(message.get("content"))
         for call in message.get("tool_calls") or []:
@@ -180,11 +181,14 @@ def from_parts(message: Any, index: int) -> dict[str, Any]:
                 f"{_where(index, 'parts')}: a tool message needs one tool_call_response part, "
                 f"found {len(responses)}"
             )
-        return {
+        tool = {
             "role": "tool",
             "tool_call_id": responses[0].get("id"),
             "content": _text(responses[0].get("response")),
         }
+        if responses[0].get("is_error") is True:
+            tool["is_error"] = True
+        return tool
     texts, rich, calls = _read_parts(parts, index)
     out: dict[str, Any] = {"role": role}
     plain = len(rich) == len(texts)
