@@ -397,11 +397,23 @@ class Harness:
         return new_eval_id()
 
     async def run(self, suites: Sequence[Any], suite_errors: Sequence[str] = ()) -> EvalRun:
-        options = self.options
         version = code_version()
         eval_id = self.eval_id_for(suites, version)
         spool = OutcomeSpool()
         run = EvalRun(eval_id, spool, suite_errors=list(suite_errors), code_version=version)
+        try:
+            await self._fill(run, suites)
+        except BaseException:
+            # The eval ends here (an infrastructure error, a store that refuses writes,
+            # Ctrl-C): its spool file is closed now, not left to whichever garbage collection
+            # finds the traceback's frames.
+            spool.close()
+            raise
+        return run
+
+    async def _fill(self, run: EvalRun, suites: Sequence[Any]) -> None:
+        """Every planned trial of `suites` run (or resumed) into `run`, the eval kept."""
+        options, eval_id = self.options, run.eval_id
         planned = self.planned(suites)
         done: set[tuple[str, str, int]] = set()
         if options.resume:
@@ -433,16 +445,10 @@ class Harness:
         try:
             with cassette_cache.prefetching(cassettes):
                 await self._run_queued(self._queued(planned, agents, done), run)
-        except BaseException:
-            # The eval ends here (an infrastructure error, Ctrl-C): its spool file is closed
-            # now, not left to whichever garbage collection finds the traceback's frames.
-            spool.close()
-            raise
         finally:
             self._writer.flush()  # interrupted or not, every finished trial is kept
         run.outcomes.seal()
         results_store.finish_eval(self.store, run)
-        return run
 
     def _resumed(
         self, eval_id: str, run: EvalRun, planned: Sequence[tuple[Any, Any, int]]
