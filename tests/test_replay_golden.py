@@ -27,7 +27,7 @@ def test_shipped_cassettes_name_their_suite_and_agent(path: Path) -> None:
     info = Cassette.load(path).info
     suite = load_suite(path.parent / info["suite_dir"])
     assert suite.name == info["suite"]
-    assert info["agent"] == suite.agent
+    assert info["agent"] == suite.agent_ref
     assert suite.cassette_for(suite.case(info["case"])) == path
 
 
