@@ -594,3 +594,13 @@ def test_a_custom_scorer_that_does_not_import_names_its_expectation(
         "'plugcheck_gone'"
     )
     assert caught.value.field == "function" and caught.value.scorer == "custom"
+
+
+def test_a_command_agent_without_a_program_is_told_what_to_write(tmp_path: Path) -> None:
+    for number, command in enumerate(("[]", '[""]')):
+        suite = f"agent: {{command: {command}}}\n"
+        folder = write(tmp_path / f"suite{number}", {"suite.yaml": suite})
+        assert problems_of(folder) == [
+            "suite.yaml:1:9: agent.command: needs the program to run and its arguments, "
+            "e.g. [node, agent.mjs]"
+        ]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentbench.boundary.process import Finished, run_process
 from agentbench.boundary.target import CallableTarget, TargetContext
@@ -43,7 +43,7 @@ class CommandAgent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     command: list[str] = Field(
-        min_length=1,
+        json_schema_extra={"minItems": 1},  # checked by `_a_program`, in the user's words
         description="The program and its arguments, e.g. [node, agent.mjs]. The program is "
         "looked up on PATH (a path with a slash: relative to cwd); {suite} in any item is the "
         "suite folder.",
@@ -61,6 +61,13 @@ class CommandAgent(BaseModel):
         description="The agent's name in trajectories and divergences (default: its "
         "script's, `agent` for `node dist/agent.js`).",
     )
+
+    @field_validator("command")
+    @classmethod
+    def _a_program(cls, value: list[str]) -> list[str]:
+        if not value or not value[0].strip():
+            raise ValueError("needs the program to run and its arguments, e.g. [node, agent.mjs]")
+        return value
 
     def label(self) -> str:
         """The command as a shell would show it."""
