@@ -11,7 +11,7 @@ DuckDB and are let go); what rises is DuckDB's: a checkpoint compacts a table's 
 groups (one a batch) into full ones, holding what it merges. With DuckDB's default groups of
 122,880 rows the rise reached ~173 MB for six-call runs (near 20,000 runs; ~450 MB for rows
 of 1.5 KB, the width of real requests); writers now attach the store with 4,096-row groups
-(`trace/database.py`, `ROW_GROUP_ROWS`) and it stays at ~27 MB, with a file no larger;
+(`trace/storage/database.py`, `ROW_GROUP_ROWS`) and it stays at ~27 MB, with a file no larger;
 `--row-group-rows 122880` shows the old figure. No timings or sizes are asserted anywhere.
 """
 
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from trace_ingest import record, run_events
 
-from agentbench.trace import database
+from agentbench.trace.storage import database
 from agentbench.trace.store import TraceStore
 
 

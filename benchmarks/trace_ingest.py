@@ -47,7 +47,7 @@ from agentbench.runtime.models import ChatResponse, ToolCall, Usage
 from agentbench.runtime.tools import ToolResult
 from agentbench.trace import TraceRecorder, TraceStore
 from agentbench.trace._json import canonical
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.schema import TABLES
 
 try:  # the runtime sends a view of its conversation where it has one (feature-detected,

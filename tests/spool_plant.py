@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
+from agentbench.trace.journal.spool import Journal, spool_dir
 from agentbench.trace.schema import ARROW_SCHEMAS, RunRows
-from agentbench.trace.spool import Journal, spool_dir
 
 
 def run_row(run_id: str, *, status: str = "completed") -> dict[str, Any]:

@@ -33,7 +33,7 @@ from agentbench import (
 from agentbench.runtime.message_view import MessageView
 from agentbench.trace import TraceStore
 from agentbench.trace.errors import StoreNotFoundError
-from agentbench.trace.event_wire import WireReader, WireWriter
+from agentbench.trace.recording.event_wire import WireReader, WireWriter
 from agentbench.trace.schema import TABLES
 
 SECRET = "sk-shop-7f3a9c2e1b5d8f4a6c0e"

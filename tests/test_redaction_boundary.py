@@ -26,8 +26,8 @@ from agentbench.runtime.openai_model import OpenAIModel
 from agentbench.runtime.retry import RetryPolicy
 from agentbench.runtime.tools import truncate_text
 from agentbench.testing import OpenAICompatibleServer
-from agentbench.trace.redact import MASK, Redactor
-from agentbench.trace.redact_stream import redact_chunks
+from agentbench.trace.redaction.redactor import MASK, Redactor
+from agentbench.trace.redaction.stream import redact_chunks
 
 PASSWORD = "pw-9Qe4Rt7Yu2Io5Pa8"
 HEADER = "hdr-3Sd6Fg9Hj2Kl5Zx8"

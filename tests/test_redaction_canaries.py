@@ -37,7 +37,7 @@ import pytest
 from agentbench import ToolCall
 from agentbench.cli import main
 from agentbench.testing import OpenAICompatibleServer
-from agentbench.trace.secret_forms import spellings
+from agentbench.trace.redaction.secret_forms import spellings
 
 _RANDOM = random.Random(12)  # fixed: a failure names the same canary every run
 

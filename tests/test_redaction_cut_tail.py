@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentbench.trace import redact
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction import redactor as redact
+from agentbench.trace.redaction.redactor import Redactor
 
 # Token characters, the secret prefixes' letters, and the separators around them.
 _ALPHABET = st.sampled_from(list("sk-ghpxoAKIAeyJ_./+=~ab09 \"':,\n…é"))

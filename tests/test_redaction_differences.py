@@ -16,7 +16,7 @@ import pytest
 
 from agentbench.replay.diff import Divergence
 from agentbench.replay.drift import Change
-from agentbench.trace.redact import MASK, RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import MASK, RedactionRules, Redactor
 
 SHA_A = hashlib.sha1(b"a").hexdigest()
 SHA_B = hashlib.sha1(b"b").hexdigest()

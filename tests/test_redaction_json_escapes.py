@@ -19,7 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentbench.report.embed import script_json
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 
 ENV_SECRET = "Kt7EnvSecretValue42"  # holds `k` and `t`: the clean alphabet below cannot spell it
 SK_KEY = "sk-" + "Ab3Cd4Ef5Gh6Ij7Kl8Mn9"

@@ -20,7 +20,7 @@ from test_redaction_spellings import login, lookup
 
 from agentbench import Agent, Limits, Runner, ScriptedModel, ToolCall
 from agentbench.trace import TraceStore
-from agentbench.trace.redact import MASK, Redactor
+from agentbench.trace.redaction.redactor import MASK, Redactor
 
 PHRASE = "correct horse battery staple"
 

@@ -25,7 +25,7 @@ from test_redaction_learned import text_cells
 
 from agentbench import Agent, Limits, Runner, ScriptedModel, ToolCall, tool
 from agentbench.trace import TraceStore
-from agentbench.trace.redact import MASK, Redactor
+from agentbench.trace.redaction.redactor import MASK, Redactor
 
 SECRETS = {
     "backslash": "Corp\\svc-backup99",

@@ -18,7 +18,7 @@ from agentbench import ChatResponse, ModelError, ToolCall, Usage
 from agentbench.boundary import responses_api as api
 from agentbench.replay.cassette import RESPONSES_URI, Cassette, CassetteError, Interaction
 from agentbench.testing import CutStream, HTTPFault, OpenAICompatibleServer
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 
 WEATHER_TOOL = {
     "type": "function",

@@ -31,8 +31,9 @@ from test_storage_faults import in_private_mounts, one_error_line
 from agentbench import Agent, Runner, ScriptedModel
 from agentbench.cli import main
 from agentbench.serve import Caller, DrainingServer
-from agentbench.trace import TraceStore, spool
-from agentbench.trace import database as store_database
+from agentbench.trace import TraceStore
+from agentbench.trace.journal import spool
+from agentbench.trace.storage import database as store_database
 
 QUESTION = [{"role": "user", "content": "Where is my order A17?"}]
 DESK = "tests/fixtures/served_agents.py:desk"

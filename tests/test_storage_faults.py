@@ -38,10 +38,10 @@ from agentbench import Agent, Runner, ScriptedModel
 from agentbench.cli import main
 from agentbench.errors import RecordingError
 from agentbench.trace import TraceStore
-from agentbench.trace import database as store_database
 from agentbench.trace.errors import StoreFullError, StoreReadOnlyError
-from agentbench.trace.faults import storage_fault
-from agentbench.trace.spool import Journal
+from agentbench.trace.journal.spool import Journal
+from agentbench.trace.storage import database as store_database
+from agentbench.trace.storage.faults import storage_fault
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = "golden/brakes"  # one run a trial, no sandbox or MCP server
@@ -225,7 +225,7 @@ def test_a_line_the_disk_cut_short_is_taken_back(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     with monkeypatch.context() as patch:
-        patch.setattr("agentbench.trace.spool._write_all", half_then_full)
+        patch.setattr("agentbench.trace.journal.spool._write_all", half_then_full)
         with pytest.raises(StoreFullError, match=r"t\.duckdb's disk is full"):
             journal.append(records[1])
     journal.append(records[2])  # room again

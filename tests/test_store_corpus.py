@@ -19,9 +19,9 @@ import duckdb
 import pytest
 
 from agentbench.cli import main
-from agentbench.trace.migrations import LATEST
-from agentbench.trace.quarantine import quarantined
-from agentbench.trace.spool import spool_dir
+from agentbench.trace.journal.quarantine import quarantined
+from agentbench.trace.journal.spool import spool_dir
+from agentbench.trace.storage.migrations import LATEST
 from tests.spool_plant import POISONS, Poison, good_line, plant_dead_journal
 
 

@@ -20,7 +20,7 @@ from agentbench.report.embed import script_json
 from agentbench.report.loading import load_eval, trial_runs
 from agentbench.report.page import eval_context, page_context
 from agentbench.report.timeline import trial_detail
-from agentbench.trace.redact import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import RedactionRules, Redactor
 from agentbench.trace.store import TraceStore
 from tests.test_report_html import record_eval
 

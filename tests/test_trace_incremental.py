@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from agentbench.runtime.message_view import MessageView
 from agentbench.trace._json import canonical, dumps
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.request_diff import RequestChain, apply_diff, encode_request
 
 ENV = {"OPENAI_API_KEY": "sk-live-abcdefghijklmnopqrst", "HOME": "/root"}

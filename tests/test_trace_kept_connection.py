@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from agentbench import Agent, FunctionModel, Runner, ToolCall, tool
-from agentbench.trace import TraceStore, database, recording
+from agentbench.trace import TraceStore
+from agentbench.trace.recording import local as recording
+from agentbench.trace.storage import database
 
 AGENT = Path(__file__).parent / "fixtures" / "trace_agent.py"
 TIMEOUT_S = 60

@@ -19,7 +19,7 @@ import pytest
 from agentbench.cli import main
 from agentbench.evals.compare import compare_evals
 from agentbench.replay.convert import cassette_from_store, conversation, events_of
-from agentbench.trace.migrations import LATEST
+from agentbench.trace.storage.migrations import LATEST
 from agentbench.trace.store import TraceStore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,10 +24,11 @@ from agentbench.runtime.events import (
 )
 from agentbench.runtime.models import ChatResponse, ToolCall, Usage
 from agentbench.runtime.tools import ToolResult
-from agentbench.trace import TraceRecorder, TraceStore, ingest, recorder
-from agentbench.trace.redact import Redactor
+from agentbench.trace import TraceRecorder, TraceStore, recorder
+from agentbench.trace.journal.spool import Journal, spool_dir
+from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.schema import RunRows
-from agentbench.trace.spool import Journal, spool_dir
+from agentbench.trace.storage import ingest
 
 STEPS = 40
 

@@ -16,10 +16,13 @@ import duckdb
 import pytest
 
 from agentbench import Agent, Runner, ScriptedModel
-from agentbench.trace import StoreBusyError, TraceStore, journal_reader, readers, recording
-from agentbench.trace.database import opened
-from agentbench.trace.quarantine import quarantined
-from agentbench.trace.spool import Journal, spool_dir
+from agentbench.trace import StoreBusyError, TraceStore
+from agentbench.trace.journal import parsing as journal_reader
+from agentbench.trace.journal.quarantine import quarantined
+from agentbench.trace.journal.spool import Journal, spool_dir
+from agentbench.trace.recording import local as recording
+from agentbench.trace.storage import readers
+from agentbench.trace.storage.database import opened
 from tests.spool_plant import POISONS, finished, plant_dead_journal
 
 AGENT = Path(__file__).parent / "fixtures" / "trace_agent.py"

@@ -19,7 +19,7 @@ from agentbench.runtime.events import ModelRequest, ModelResponse, RunFinished, 
 from agentbench.runtime.models import ChatResponse, Usage
 from agentbench.trace import TraceStore, request_hash
 from agentbench.trace.recorder import TraceRecorder
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.request_diff import RequestChain, apply_diff, encode_request
 from agentbench.trace.schema import RunRows
 

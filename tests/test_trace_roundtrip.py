@@ -38,8 +38,8 @@ from agentbench.replay.convert import cassette_from_store, events_of, stored_tra
 from agentbench.replay.diff import align
 from agentbench.replay.trajectory import trajectory
 from agentbench.report.timeline import trial_detail
-from agentbench.trace import queries
-from agentbench.trace.redact import RedactionRules
+from agentbench.trace.redaction.redactor import RedactionRules
+from agentbench.trace.storage import queries
 from agentbench.trace.store import TraceStore
 
 # Redaction has its own tests; here any generated text must come back as it went in.

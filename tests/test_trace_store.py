@@ -18,10 +18,10 @@ from agentbench.trace import (
     StoreNotFoundError,
     TraceStore,
 )
-from agentbench.trace.migrations import LATEST, MIGRATIONS
-from agentbench.trace.portable import EVAL_TABLES
+from agentbench.trace.journal.spool import Journal, spool_dir
 from agentbench.trace.schema import ARROW_SCHEMAS, TABLES, RunRows
-from agentbench.trace.spool import Journal, spool_dir
+from agentbench.trace.storage.migrations import LATEST, MIGRATIONS
+from agentbench.trace.storage.portable import EVAL_TABLES
 
 
 @tool(effect="read_only")

@@ -28,7 +28,7 @@ from agentbench.ci.paths import split_source
 from agentbench.evals.compare_text import drift_text
 from agentbench.evals.stats import TrialOutcome
 from agentbench.evals.verdict import Verdict
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 
 GATE_SUITE = "agentbench.gate"
 

@@ -31,7 +31,7 @@ from agentbench.evals.compare_text import (
 )
 from agentbench.evals.stats import TrialOutcome
 from agentbench.evals.verdict import ERROR, FAILED, PASSED, GateRules, Verdict, decide
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 
 MAX_SUMMARY_BYTES = 1_000_000  # GitHub's limit is 1 MiB (1,048,576 bytes) per step summary
 _LIST_LIMITS = (None, 500, 100, 20, 5, 0)

@@ -25,7 +25,7 @@ import duckdb
 import orjson
 
 from agentbench.errors import one_line
-from agentbench.trace.faults import fault_errno, file_of
+from agentbench.trace.storage.faults import fault_errno, file_of
 
 DEBUG_FLAG = "--debug"
 DEBUG_ENV = "AGENTBENCH_DEBUG"

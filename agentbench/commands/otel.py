@@ -75,7 +75,7 @@ def export_otel(
     store = open_store(db, wait_s, existing=True)
     if run_ids:
         with store.reading() as conn:
-            from agentbench.trace import queries
+            from agentbench.trace.storage import queries
 
             chosen = [queries.resolve_run_id(conn, run_id, store.path) for run_id in run_ids]
     else:

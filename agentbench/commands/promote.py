@@ -37,7 +37,7 @@ from agentbench.evals.suite_files import SUITE_FILE
 from agentbench.evals.suite_models import Suite, repository_root
 from agentbench.replay.convert import cassette_from_store
 from agentbench.replay.drift import TraceSource
-from agentbench.trace import queries
+from agentbench.trace.storage import queries
 from agentbench.trace.store import TraceStore
 
 PROMOTED = Path("cases") / "promoted.yaml"

@@ -19,7 +19,7 @@ from agentbench.boundary.proxy import Proxy, Refusal
 from agentbench.boundary.server import BoundaryServer
 from agentbench.errors import UsageError
 from agentbench.replay.cassette import Cassette, CassetteError
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 
 EXIT_OK, EXIT_REFUSED, EXIT_INFRA = 0, 1, 3
 

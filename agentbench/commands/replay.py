@@ -48,7 +48,7 @@ from agentbench.replay.tool_policy import ToolPolicies
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel
 from agentbench.trace.errors import NoSuchRunError
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 
 EXIT_UNCHANGED, EXIT_DIVERGED = 0, 1
 

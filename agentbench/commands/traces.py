@@ -23,10 +23,10 @@ from agentbench.commands import render
 from agentbench.errors import UsageError
 from agentbench.runtime.events import StopReason
 from agentbench.trace.code_version import find_work_tree
-from agentbench.trace.doctor import diagnose
 from agentbench.trace.errors import StoreNotFoundError
+from agentbench.trace.journal.spool import spool_dir
 from agentbench.trace.schema import RunStatus
-from agentbench.trace.spool import spool_dir
+from agentbench.trace.storage.doctor import diagnose
 from agentbench.trace.store import TraceStore, default_path
 
 F = TypeVar("F", bound=Callable[..., Any])

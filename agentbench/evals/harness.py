@@ -41,7 +41,7 @@ from agentbench.replay.faults import Served
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel
 from agentbench.trace.code_version import code_version
-from agentbench.trace.redact import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import RedactionRules, Redactor
 
 
 @dataclass

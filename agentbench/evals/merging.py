@@ -22,7 +22,7 @@ from agentbench.errors import UsageError
 from agentbench.evals.results_store import iter_stored_outcomes, redactor_for
 from agentbench.evals.shards import ShardSet
 from agentbench.evals.stats import summarize
-from agentbench.trace.portable import MANIFEST
+from agentbench.trace.storage.portable import MANIFEST
 from agentbench.trace.store import TraceStore
 
 

@@ -31,7 +31,7 @@ import ray
 from agentbench.errors import AgentbenchError, UsageError, one_line
 from agentbench.evals.executors import Finished, LocalExecutor, Queued, store_batch
 from agentbench.trace.recorder import RunLabels, TraceRecorder
-from agentbench.trace.redact import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import RedactionRules, Redactor
 from agentbench.trace.schema import RunRows
 
 if TYPE_CHECKING:

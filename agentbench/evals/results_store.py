@@ -1,7 +1,7 @@
 """Evals and scored results in the trace store (`evals` and `results` tables).
 
 A result row is journaled as each trial finishes, like a finished run (see
-`agentbench.trace.spool`), so a killed eval keeps every scored trial and `--resume EVAL_ID`
+`agentbench.trace.journal.spool`), so a killed eval keeps every scored trial and `--resume EVAL_ID`
 picks up where it stopped; the eval row is written when it starts and completed when it
 ends. Writes take the store's write lock like any recording, waiting while another process
 holds it. Every row passes the store's redaction rules on its way in, like a recorded run's:
@@ -20,7 +20,7 @@ import orjson
 
 from agentbench.errors import UsageError
 from agentbench.evals.stats import TrialOutcome
-from agentbench.trace.redact import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import RedactionRules, Redactor
 
 
 def _json(value: Any) -> str:

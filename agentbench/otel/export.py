@@ -28,7 +28,7 @@ from agentbench.otel.otlp_json import span_lines
 from agentbench.otel.spans import SpanWriter
 from agentbench.replay.convert import conversations
 from agentbench.replay.stored_events import events_of
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.store import TraceStore
 
 

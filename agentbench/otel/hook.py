@@ -19,7 +19,7 @@ from opentelemetry import trace
 from agentbench._version import __version__
 from agentbench.otel import conventions
 from agentbench.otel.spans import SpanWriter
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 
 
 class OTelHook:

@@ -29,7 +29,7 @@ from agentbench.otel.otlp_json import OtlpFileError
 from agentbench.otel.run_events import child_ids, run_events
 from agentbench.otel.span_tree import checked
 from agentbench.trace.recorder import RunLabels, TraceRecorder
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.schema import RunRows
 from agentbench.trace.store import TraceStore
 

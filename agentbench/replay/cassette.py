@@ -49,8 +49,8 @@ from agentbench.runtime.completions import (
 from agentbench.runtime.message_view import materialized
 from agentbench.runtime.models import ChatResponse, TextDeltaHandler
 from agentbench.trace import _json
-from agentbench.trace.redact import Redactor
-from agentbench.trace.redact_stream import redact_chunks
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.stream import redact_chunks
 from agentbench.yaml_fast import NotPlainError, fast_path_for, load_plain
 from agentbench.yaml_source import (
     MAX_DEPTH,

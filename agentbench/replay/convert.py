@@ -33,9 +33,9 @@ from agentbench.runtime.events import (
 )
 from agentbench.runtime.models import ChatResponse, Usage
 from agentbench.runtime.tools import ResultKind, ToolResult
-from agentbench.trace import queries
 from agentbench.trace.errors import RunNotFoundError
 from agentbench.trace.schema import RunTrace
+from agentbench.trace.storage import queries
 from agentbench.trace.store import TraceStore
 
 __all__ = ["cassette_from_store", "conversation", "events_of", "store_cassette"]

@@ -33,7 +33,6 @@ from agentbench.runtime.events import (
 from agentbench.runtime.models import ChatResponse, Usage
 from agentbench.runtime.tools import ResultKind, ToolResult
 from agentbench.trace.errors import StoreFormatError
-from agentbench.trace.queries import requests_from_rows
 from agentbench.trace.schema import (
     ContextDiffRecord,
     EventRecord,
@@ -41,6 +40,7 @@ from agentbench.trace.schema import (
     RunTrace,
     ToolCallRecord,
 )
+from agentbench.trace.storage.queries import requests_from_rows
 
 
 def loads(text: str | None) -> Any:

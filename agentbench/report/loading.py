@@ -23,7 +23,6 @@ import orjson
 from agentbench.errors import UsageError
 from agentbench.evals.results_store import stored_outcomes, stored_verdict
 from agentbench.evals.stats import TrialOutcome
-from agentbench.trace.queries import fetch
 from agentbench.trace.schema import (
     ContextDiffRecord,
     EventRecord,
@@ -32,6 +31,7 @@ from agentbench.trace.schema import (
     RunTrace,
     ToolCallRecord,
 )
+from agentbench.trace.storage.queries import fetch
 
 TrialKey = tuple[str, str, int]
 

@@ -45,7 +45,7 @@ from agentbench.serve.streams import (
     stored_event_stream,
 )
 from agentbench.trace.errors import StorageFaultError
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 
 
 def create_app(service: Service) -> FastAPI:

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _LAST_SPACE = re.compile(r"\s(?=\S*\Z)")

@@ -31,7 +31,7 @@ from agentbench.serve.callers import Caller
 from agentbench.serve.redaction import RunRedaction
 from agentbench.serve.store_health import told_to_clients
 from agentbench.trace.errors import StorageFaultError
-from agentbench.trace.redact import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import RedactionRules, Redactor
 
 log = logging.getLogger("agentbench")
 

@@ -2,7 +2,7 @@
 store could not keep is refused (503, `Retry-After`) rather than run — tools and all — and
 then lost.
 
-A served run is kept once its journal line is written (see `agentbench.trace.spool`), so the
+A served run is kept once its journal line is written (see `agentbench.trace.journal.spool`), so the
 store can keep runs while its journal folder takes writes. A filesystem turned read-only is
 seen before any run starts (`statvfs`, a few microseconds a request); a full disk, a used-up
 quota or a folder made unwritable is seen when a run's record is refused. From then on new
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentbench.trace.errors import StorageFaultError, StoreFullError, TraceStoreError
-from agentbench.trace.faults import storage_fault
-from agentbench.trace.spool import spool_dir, try_journal
+from agentbench.trace.journal.spool import spool_dir, try_journal
+from agentbench.trace.storage.faults import storage_fault
 
 log = logging.getLogger("agentbench")
 

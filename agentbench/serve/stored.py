@@ -16,9 +16,9 @@ import orjson
 from agentbench.replay.stored_events import events_of
 from agentbench.serve.callers import Caller
 from agentbench.serve.redaction import dumps, well_formed
-from agentbench.trace import queries
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.schema import RunTrace
+from agentbench.trace.storage import queries
 from agentbench.trace.store import TraceStore
 
 

@@ -17,7 +17,7 @@ from agentbench.trace.errors import (
     TraceStoreError,
 )
 from agentbench.trace.recorder import RunLabels, TraceRecorder
-from agentbench.trace.redact import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import RedactionRules, Redactor
 from agentbench.trace.request_diff import request_hash
 from agentbench.trace.schema import (
     ContextDiffRecord,

@@ -33,9 +33,9 @@ from typing import Any, Protocol
 from agentbench.runtime.completions import STREAM_OBJECT
 from agentbench.trace import _json, repairs
 from agentbench.trace.code_version import code_version as current_code_version
-from agentbench.trace.redact import Redactor
-from agentbench.trace.redact_stream import redact_chunks
-from agentbench.trace.remask import Remasker
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.remask import Remasker
+from agentbench.trace.redaction.stream import redact_chunks
 from agentbench.trace.request_diff import RequestChain, encode_request
 from agentbench.trace.schema import CHILD_TABLES, TABLES, RunRows, RunStatus, status_of
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from agentbench.runtime.message_view import MessageView
 from agentbench.trace._json import canonical, kept, kept_native
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 
 # A message is stored as an edit of the previous one at its place when that keeps at least
 # this many characters — or always for the system prompt, which is re-rendered every step:

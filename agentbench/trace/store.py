@@ -3,9 +3,9 @@
 Attach one to a run with `Runner.run(..., store=TraceStore("traces.duckdb"))`, or set
 `AGENTBENCH_DB`; the default file is `.agentbench/traces.duckdb` at the root of the git checkout
 around the working directory (or in the working directory outside one). Recording goes through
-this process's journal beside the file (see `spool` and `recording`), so several processes can
+this process's journal beside the file (see `journal.spool` and `recording.local`), so several processes can
 record into one store at once and a crash loses no finished run; with `recording_process=True`
-runs only encode their events and a child process records them (see `recording_channel`).
+runs only encode their events and a child process records them (see `recording.channel`).
 Reading first stores what is queued and what crashed processes left, then opens the file
 read-only, waiting (and saying so) while another process writes.
 """
@@ -24,22 +24,22 @@ from typing import Any
 import duckdb
 
 from agentbench.errors import RecordingError
-from agentbench.trace import portable, queries
 from agentbench.trace.code_version import find_work_tree
-from agentbench.trace.database import WaitNotice, opened
 from agentbench.trace.errors import (
     StorageFaultError,
     StoreReadOnlyError,
     TraceStoreError,
     damaged,
 )
-from agentbench.trace.migrations import LATEST, check, migrate
+from agentbench.trace.journal.spool import has_dead, spool_dir, survey, try_journal
 from agentbench.trace.recorder import RunLabels, TraceRecorder
-from agentbench.trace.recording import Recording, store_batch
-from agentbench.trace.recording_channel import ProcessRecorder, RecordingChannel
-from agentbench.trace.redact import RedactionRules, Redactor
+from agentbench.trace.recording.channel import ProcessRecorder, RecordingChannel
+from agentbench.trace.recording.local import Recording, store_batch
+from agentbench.trace.redaction.redactor import RedactionRules, Redactor
 from agentbench.trace.schema import RunRecord, RunRows, RunTrace
-from agentbench.trace.spool import has_dead, spool_dir, survey, try_journal
+from agentbench.trace.storage import portable, queries
+from agentbench.trace.storage.database import WaitNotice, opened
+from agentbench.trace.storage.migrations import LATEST, check, migrate
 
 log = logging.getLogger("agentbench.trace")
 
@@ -80,7 +80,7 @@ class TraceStore:
         self.fsync = fsync
         self._recording: Recording | None = None
         self._recording_guard = threading.Lock()
-        # Recording in a process of its own (see `recording_channel`): runs get hooks that
+        # Recording in a process of its own (see `recording.channel`): runs get hooks that
         # only encode their events, and a child process turns them into rows and stores them.
         self._channel = RecordingChannel(self) if recording_process else None
         if self._channel is not None:

@@ -16,7 +16,7 @@ import duckdb
 
 from agentbench._version import __version__
 from agentbench.trace.errors import StoreFormatError, damaged
-from agentbench.trace.faults import roll_back
+from agentbench.trace.storage.faults import roll_back
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import duckdb
 
-from agentbench.trace.database import WaitNotice, opened
 from agentbench.trace.errors import StoreBusyError, TraceStoreError, damaged
-from agentbench.trace.journal_reader import ParsedJournal, parse_journal
-from agentbench.trace.migrations import LATEST, check, tables_of
-from agentbench.trace.quarantine import quarantined
-from agentbench.trace.spool import JournalState, spool_dir, survey
+from agentbench.trace.journal.parsing import ParsedJournal, parse_journal
+from agentbench.trace.journal.quarantine import quarantined
+from agentbench.trace.journal.spool import JournalState, spool_dir, survey
+from agentbench.trace.storage.database import WaitNotice, opened
+from agentbench.trace.storage.migrations import LATEST, check, tables_of
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ as `incomplete`, and the file is deleted. Ingesting twice is harmless: a run alr
 is skipped by id. (On platforms without `fcntl`, foreign journals are never recovered.)
 
 Each dead journal is recovered on its own: one that cannot be read (another user's, a folder
-or a fifo under a journal's name) or has lines that do not parse (see `journal_reader`) goes
+or a fifo under a journal's name) or has lines that do not parse (see `journal.parsing`) goes
 to the quarantine (see `quarantine`) after its good lines are stored, and never stops the
 others from being stored.
 """
@@ -36,10 +36,10 @@ from typing import Any
 import orjson
 
 from agentbench.trace.errors import JournalError
-from agentbench.trace.faults import storage_fault
-from agentbench.trace.journal_reader import ParsedJournal, parse_journal
-from agentbench.trace.quarantine import quarantine
+from agentbench.trace.journal.parsing import ParsedJournal, parse_journal
+from agentbench.trace.journal.quarantine import quarantine
 from agentbench.trace.schema import RunRows
+from agentbench.trace.storage.faults import storage_fault
 
 try:
     import fcntl

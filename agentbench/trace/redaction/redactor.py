@@ -66,8 +66,8 @@ from typing import Any
 import orjson
 
 from agentbench.trace._json import dumps, plain
-from agentbench.trace.json_escapes import after_escape, ends_escape, opens_escape, widened
-from agentbench.trace.secret_forms import leftovers, spellings
+from agentbench.trace.redaction.json_escapes import after_escape, ends_escape, opens_escape, widened
+from agentbench.trace.redaction.secret_forms import leftovers, spellings
 
 MASK = "[REDACTED]"
 

@@ -28,9 +28,9 @@ import orjson
 
 from agentbench._version import __version__
 from agentbench.trace.errors import StoreFormatError
-from agentbench.trace.faults import fault_errno, roll_back
-from agentbench.trace.migrations import LATEST
 from agentbench.trace.schema import INSERT_ORDER, TABLES
+from agentbench.trace.storage.faults import fault_errno, roll_back
+from agentbench.trace.storage.migrations import LATEST
 from agentbench.yaml_source import file_kind
 
 FORMAT = "agentbench-traces"

@@ -37,7 +37,6 @@ from pathlib import Path
 
 import duckdb
 
-from agentbench.trace import readers
 from agentbench.trace.errors import (
     StoreBusyError,
     StoreFormatError,
@@ -46,8 +45,9 @@ from agentbench.trace.errors import (
     TraceStoreError,
     damaged,
 )
-from agentbench.trace.faults import storage_fault
-from agentbench.trace.spool import held_elsewhere, quarantine, spool_dir
+from agentbench.trace.journal.spool import held_elsewhere, quarantine, spool_dir
+from agentbench.trace.storage import readers
+from agentbench.trace.storage.faults import storage_fault
 
 try:
     import fcntl

@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import orjson
 
-from agentbench.trace.json_escapes import widened
+from agentbench.trace.redaction.json_escapes import widened
 
 _SCRIPT_UNSAFE = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}  # as report.embed
 _DEPTH = 2  # text, JSON text, JSON text inside a JSON string

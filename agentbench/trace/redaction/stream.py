@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 
 # Delta fields that arrive in fragments and are concatenated by whoever reads the stream.
 _TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")

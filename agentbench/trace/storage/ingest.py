@@ -22,9 +22,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agentbench.trace.faults import roll_back
-from agentbench.trace.remask import remask_stored
+from agentbench.trace.redaction.remask import remask_stored
 from agentbench.trace.schema import CHILD_TABLES, TABLES, RunRows, RunStatus
+from agentbench.trace.storage.faults import roll_back
 
 _view_names = itertools.count()
 # `runs` first: a duplicate run id fails before the large tables are written.
@@ -141,7 +141,7 @@ def _replace_unfinished(conn: duckdb.DuckDBPyConnection, runs: pa.Table) -> None
     """Delete the stored runs this batch finishes that the store has only as `incomplete`,
     with their rows: the whole run takes their place. Such a start was stored from the
     journal of a process that died while the run went on elsewhere — a recording process
-    whose parent then recorded the run itself (see `recording_channel`) — and, as within
+    whose parent then recorded the run itself (see `recording.channel`) — and, as within
     one batch (`_one_row_per_run`), a finished run wins over its start."""
     incomplete = RunStatus.INCOMPLETE.value
     statuses = runs.column("status").to_pylist()

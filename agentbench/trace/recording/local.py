@@ -30,14 +30,14 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from agentbench.trace import database
-from agentbench.trace.database import WaitNotice, opened
 from agentbench.trace.errors import StorageFaultError, StoreBusyError
-from agentbench.trace.ingest import insert_rows
-from agentbench.trace.journal_reader import parse_part
-from agentbench.trace.migrations import migrate
+from agentbench.trace.journal.parsing import parse_part
+from agentbench.trace.journal.spool import Journal, Recovered, recover, spool_dir
 from agentbench.trace.schema import CHILD_TABLES, RunRows
-from agentbench.trace.spool import Journal, Recovered, recover, spool_dir
+from agentbench.trace.storage import database
+from agentbench.trace.storage.database import WaitNotice, opened
+from agentbench.trace.storage.ingest import insert_rows
+from agentbench.trace.storage.migrations import migrate
 
 log = logging.getLogger("agentbench.trace")
 

@@ -1,5 +1,5 @@
 """Recorded items applied to recorders: what the recording process does with what it reads,
-and what its parent does with what it kept if that process dies (see `recording_channel`).
+and what its parent does with what it kept if that process dies (see `recording.channel`).
 A recorder's failure is logged and costs only that event, except a `RecordingError` (the
 store's disk refused the run), which is raised: whoever applies the items must tell it."""
 
@@ -13,9 +13,9 @@ from typing import Any
 
 from agentbench.errors import RecordingError
 from agentbench.trace.errors import TraceStoreError
-from agentbench.trace.event_wire import WireReader
 from agentbench.trace.recorder import TraceRecorder
-from agentbench.trace.redact import Redactor
+from agentbench.trace.recording.event_wire import WireReader
+from agentbench.trace.redaction.redactor import Redactor
 
 log = logging.getLogger("agentbench.trace")
 

@@ -1,6 +1,6 @@
 """What a run teaches a redactor where its events are only encoded, not recorded.
 
-A store that records in its recording process (`recording_channel`) hands a run's events over
+A store that records in its recording process (`recording.channel`) hands a run's events over
 encoded; the rows, and their redaction, are made in the other process, whose redactor learns
 the run's secrets (`Redactor.learned`) and masks the stored run with them. This process still
 writes about the run — an eval's results and what is made of them, a cassette — and must mask
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentbench.trace.redact import Redactor
+from agentbench.trace.redaction.redactor import Redactor
 
 
 class Learner:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentbench.trace import _json
-from agentbench.trace.redact import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import RedactionRules, Redactor
 from agentbench.trace.request_diff import RequestChain, apply_diff, encode_request
 from agentbench.trace.schema import RECORDS, RunRows
 

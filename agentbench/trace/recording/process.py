@@ -6,7 +6,7 @@ its trials in one process, whose GIL allows one of these at a time, so the paren
 encodes each event (`event_wire`, ~5 µs) and this process does the rest on another core:
 the same `TraceRecorder`, over a `TraceStore` with its own journal, as the parent would use.
 
-    python -m agentbench.trace.recording_process STORE WAIT_S EXIT_WAIT_S FSYNC
+    python -m agentbench.trace.recording.process STORE WAIT_S EXIT_WAIT_S FSYNC
 
 It reads frames on stdin (see `event_wire`) until they end — its parent closed them, or
 died — then stores what it has and exits, so every run the parent finished is stored even
@@ -15,7 +15,7 @@ and ends with its input. It answers on stdout (frames of hook 0):
 
 * ("ended", hook): every run of that hook (or that batch of results) is in its journal,
   durable: the parent lets go of the hook's frames, which it keeps until then in case this
-  process dies (it then records them itself, see `recording_channel`);
+  process dies (it then records them itself, see `recording.channel`);
 * ("flushed", token, error): everything before the flush request is stored (error: what
   stopped it, raised in the parent);
 * ("notice", text): the store's wait notices, for the parent to show;
@@ -47,8 +47,8 @@ def main(argv: list[str]) -> int:
     import pickle
 
     from agentbench.errors import RecordingError
-    from agentbench.trace.event_wire import CHANNEL, frame, frames
-    from agentbench.trace.feeder import Feeder
+    from agentbench.trace.recording.event_wire import CHANNEL, frame, frames
+    from agentbench.trace.recording.feeder import Feeder
     from agentbench.trace.store import TraceStore
 
     path, wait_s, exit_wait_s, fsync = argv

@@ -4,7 +4,7 @@ that sends them, and recording here again if that process dies.
 A `TraceStore(..., recording_process=True)` gives runs a `ProcessRecorder` hook instead of a
 `TraceRecorder`: it encodes each event as it happens (`event_wire`) and hands it to the
 store's `RecordingChannel`, which writes them to the recording process (see
-`recording_process`) a run at a time: when a run starts (so a crash shows it as incomplete),
+`recording.process`) a run at a time: when a run starts (so a crash shows it as incomplete),
 when it finishes, and every `_WRITE_BYTES` between. The process is started with the store, and
 imports what it needs while the caller sets its runs up. A run's items are kept until it ends
 (see below): ~1.3 KB a step, so a 10,000-step session holds ~13 MB more than it would here.
@@ -42,11 +42,11 @@ from typing import TYPE_CHECKING, Any
 from agentbench.errors import RecordingError
 from agentbench.runtime import packed
 from agentbench.trace.code_version import code_version as current_code_version
-from agentbench.trace.event_wire import CHANNEL, WireWriter, frame, frames_in, new_shapes
-from agentbench.trace.feeder import Feeder
-from agentbench.trace.learning import Learner
 from agentbench.trace.recorder import RunLabels
-from agentbench.trace.redact import Redactor
+from agentbench.trace.recording.event_wire import CHANNEL, WireWriter, frame, frames_in, new_shapes
+from agentbench.trace.recording.feeder import Feeder
+from agentbench.trace.recording.learning import Learner
+from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.schema import RunRows
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ _FLUSH_MARGIN_S = 60.0
 _EXIT_MARGIN_S = 10.0
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 _PIPE_BYTES = 1 << 20
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
 class ProcessRecorder:
@@ -296,7 +296,7 @@ class RecordingChannel:
             [
                 sys.executable,
                 "-m",
-                "agentbench.trace.recording_process",
+                "agentbench.trace.recording.process",
                 str(store.path),
                 repr(store.wait_s),
                 repr(store.exit_wait_s),

@@ -1,7 +1,7 @@
 """Events on the wire to the recording process: packed, pickled, their messages sent once.
 
 A recorded run's events are encoded where they happen (`WireWriter`, on the run's thread) and
-turned into trace rows in another process (`WireReader`, see `recording_process`). What
+turned into trace rows in another process (`WireReader`, see `recording.process`). What
 crosses is a stream of pickled items, each taken when its event happens, so a value the run
 changes later is recorded as it was, as the in-process recorder records it:
 
