@@ -5,7 +5,7 @@ is a `CommandAgent`; the harness makes it a `CommandTarget`, a `CallableTarget` 
 runs the program (`boundary.process`), so its turns go through `session.run_turns` like any
 function's: a loopback server per case, its model calls recorded and replayed there.
 
-The contract with the program (docs/targets.md): stdin is one JSON object (`input`, `context`,
+The contract with the program (docs/guides/frameworks.md): stdin is one JSON object (`input`, `context`,
 `turn`, `model`, `base_url`, `anthropic_base_url`); the environment carries the loopback URLs
 and key (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, OPENAI_API_KEY, ANTHROPIC_API_KEY,
 AGENTBENCH_MODEL, AGENTBENCH_TURN) and never the user's real keys; stdout is the output (a
