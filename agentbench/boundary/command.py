@@ -5,12 +5,12 @@ is a `CommandAgent`; the harness makes it a `CommandTarget`, a `CallableTarget` 
 runs the program (`boundary.process`), so its turns go through `session.run_turns` like any
 function's: a loopback server per case, its model calls recorded and replayed there.
 
-The contract with the program (docs/guides/frameworks.md): stdin is one JSON object (`input`, `context`,
-`turn`, `model`, `base_url`, `anthropic_base_url`); the environment carries the loopback URLs
-and key (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, OPENAI_API_KEY, ANTHROPIC_API_KEY,
-AGENTBENCH_MODEL, AGENTBENCH_TURN) and never the user's real keys; stdout is the output (a
-JSON object with an `output` key: that value); a non-zero exit or a timeout is the run's error,
-with the end of stderr.
+The contract with the program (docs/guides/frameworks.md): stdin is one JSON object (`input`,
+`context`, `turn`, `model`, `base_url`, `anthropic_base_url`); the environment carries the loopback
+URLs and key (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, OPENAI_API_KEY, ANTHROPIC_API_KEY,
+AGENTBENCH_MODEL, AGENTBENCH_TURN) and never the user's real keys; stdout is the output (a JSON
+object with an `output` key: that value); a non-zero exit or a timeout is the run's error, with the
+end of stderr.
 """
 
 from __future__ import annotations
