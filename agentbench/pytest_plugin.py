@@ -113,7 +113,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 class GoldenSuite(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
-        from agentbench.evals.dataset import load_suite
+        from agentbench.evals.suites.dataset import load_suite
 
         suite = load_suite(self.path.parent)
         for case in suite.cases:

@@ -14,11 +14,11 @@ import pytest
 
 from agentbench.cli import main
 from agentbench.errors import UsageError
-from agentbench.evals import case_files
-from agentbench.evals.case_files import CaseBrief, SuiteCases
-from agentbench.evals.dataset import load_suite
 from agentbench.evals.harness import Harness, HarnessOptions
 from agentbench.evals.shards import Shard
+from agentbench.evals.suites import case_files
+from agentbench.evals.suites.case_files import CaseBrief, SuiteCases
+from agentbench.evals.suites.dataset import load_suite
 from agentbench.trace.code_version import anchor
 from agentbench.trace.store import TraceStore
 from tests.weather_suite import AGENT, SUITE

@@ -11,8 +11,8 @@ import pytest
 from agentbench.errors import UsageError
 from agentbench.evals.against import run_against
 from agentbench.evals.compare import compare_evals
-from agentbench.evals.dataset import discover
 from agentbench.evals.harness import Harness, HarnessOptions
+from agentbench.evals.suites.dataset import discover
 from agentbench.replay.cassette import RecordMode
 from agentbench.testing import OpenAICompatibleServer
 from agentbench.trace.store import TraceStore

@@ -18,8 +18,8 @@ import pytest
 
 from agentbench.evals.compare import compare_evals
 from agentbench.evals.compare_text import comparison_text
-from agentbench.evals.dataset import discover
 from agentbench.evals.harness import EvalRun, Harness, HarnessOptions
+from agentbench.evals.suites.dataset import discover
 from agentbench.replay.cassette import RecordMode
 from agentbench.runtime import completions
 from agentbench.runtime.models import Usage

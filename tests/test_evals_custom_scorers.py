@@ -13,7 +13,6 @@ import pytest
 
 from agentbench import Runner, ScriptedModel, UsageError
 from agentbench.cli import main
-from agentbench.evals.dataset import load_suite
 from agentbench.evals.scorers import (
     SCORERS,
     Score,
@@ -23,6 +22,7 @@ from agentbench.evals.scorers import (
     score_all,
     scorer,
 )
+from agentbench.evals.suites.dataset import load_suite
 from agentbench.runtime.agent import Agent
 from agentbench.testing import OpenAICompatibleServer
 from tests.test_evals_dataset import isolated_plugins, write  # noqa: F401 - a fixture

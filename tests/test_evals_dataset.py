@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agentbench.evals.dataset import Case, ExpectationError, SuiteError, discover, load_suite
 from agentbench.evals.scorers import SCORERS
+from agentbench.evals.suites.dataset import Case, ExpectationError, SuiteError, discover, load_suite
 from agentbench.replay.tool_policy import ToolPolicy
 from agentbench.runtime.models import Usage
 

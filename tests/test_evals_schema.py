@@ -12,7 +12,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from agentbench.cli import main
-from agentbench.evals.dataset import case_json_schema, suite_json_schema
+from agentbench.evals.suites.dataset import case_json_schema, suite_json_schema
 from tests.test_evals_dataset import CASES_YAML, SUITE
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentbench.cli import main
-from agentbench.evals.dataset import load_suite
+from agentbench.evals.suites.dataset import load_suite
 from agentbench.replay.cassette import Cassette
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ import pytest
 from agentbench import Agent, ModelSettings, OpenAIModel, Runner, ScriptedModel, ToolCall, tool
 from agentbench.cli import main
 from agentbench.errors import UsageError
-from agentbench.evals.case_models import Case
-from agentbench.evals.suite_models import Suite
+from agentbench.evals.suites.case_models import Case
+from agentbench.evals.suites.suite_models import Suite
 from agentbench.replay.cassette import Cassette
 from agentbench.replay.faults import Fault, Serve, Served
 from agentbench.replay.models import RequestDriftError

@@ -13,14 +13,15 @@ import pytest
 from agentbench.errors import UsageError
 from agentbench.evals import results_store
 from agentbench.evals.own_verdict import own_verdict
-from agentbench.evals.suite_models import Suite
+from agentbench.evals.suites.suite_models import Suite
 from agentbench.report import html as report_html
 from agentbench.report import render_report, write_report
 from agentbench.report.embed import script_json
 from agentbench.report.loading import load_eval, trial_runs
 from agentbench.report.page import eval_context, page_context
 from agentbench.report.timeline import trial_detail
-from agentbench.trace.redaction.redactor import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import RedactionRules
 from agentbench.trace.store import TraceStore
 from tests.test_report_html import record_eval
 

@@ -32,9 +32,9 @@ import yaml
 from agentbench.commands.traces import open_store, store_options
 from agentbench.errors import UsageError, one_line
 from agentbench.evals.baseline import git
-from agentbench.evals.dataset import load_suite
-from agentbench.evals.suite_files import SUITE_FILE
-from agentbench.evals.suite_models import Suite, repository_root
+from agentbench.evals.suites.dataset import load_suite
+from agentbench.evals.suites.suite_files import SUITE_FILE
+from agentbench.evals.suites.suite_models import Suite, repository_root
 from agentbench.replay.convert import cassette_from_store
 from agentbench.replay.drift import TraceSource
 from agentbench.trace.storage import queries

@@ -23,7 +23,6 @@ from agentbench.errors import UsageError
 from agentbench.evals import results_store
 from agentbench.evals.compare import compare_evals
 from agentbench.evals.compare_text import comparison_text
-from agentbench.evals.dataset import load_suite
 from agentbench.evals.harness import (
     HarnessOptions,
     agent_for,
@@ -31,7 +30,8 @@ from agentbench.evals.harness import (
     missing_live_model,
     run_setup,
 )
-from agentbench.evals.suite_models import Suite
+from agentbench.evals.suites.dataset import load_suite
+from agentbench.evals.suites.suite_models import Suite
 from agentbench.loading import load_object
 from agentbench.replay.cassette import Cassette, RecordMode
 from agentbench.replay.convert import conversation, stored_trajectory

@@ -12,7 +12,7 @@ import click
 import orjson
 
 from agentbench.errors import UsageError
-from agentbench.evals.dataset import case_json_schema, suite_json_schema
+from agentbench.evals.suites.dataset import case_json_schema, suite_json_schema
 from agentbench.loading import import_module
 
 EPILOG = """\b

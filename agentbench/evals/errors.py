@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentbench.errors import UsageError
-from agentbench.evals.validation import FieldProblem
+from agentbench.evals.suites.validation import FieldProblem
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ from agentbench.boundary.command import CommandAgent, CommandTarget
 from agentbench.boundary.target import CallableTarget
 from agentbench.errors import AgentbenchError, UsageError, one_line
 from agentbench.evals import results_store
-from agentbench.evals.case_files import CaseBrief
 from agentbench.evals.case_runner import CasePlan, CaseSetupError, LiveModelError, run_case
 from agentbench.evals.executors import Executor, LocalExecutor
 from agentbench.evals.judging import JudgeRecorder
@@ -34,14 +33,16 @@ from agentbench.evals.outcome_spool import OutcomeSpool
 from agentbench.evals.scorers import Score, ScoreContext, score_all
 from agentbench.evals.shards import Shard, recorded_calls, shared_eval_id, trial_name
 from agentbench.evals.stats import Summary, TrialOutcome, divergence_verdict, summarize
-from agentbench.evals.suite_models import DEFAULT_LIVE_MAX_TOKENS
+from agentbench.evals.suites.case_files import CaseBrief
+from agentbench.evals.suites.suite_models import DEFAULT_LIVE_MAX_TOKENS
 from agentbench.replay import cassette_cache
 from agentbench.replay.cassette import RecordMode
 from agentbench.replay.faults import Served
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.models import ChatModel
 from agentbench.trace.code_version import code_version
-from agentbench.trace.redaction.redactor import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import RedactionRules
 
 
 @dataclass

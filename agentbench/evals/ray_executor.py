@@ -31,7 +31,8 @@ import ray
 from agentbench.errors import AgentbenchError, UsageError, one_line
 from agentbench.evals.executors import Finished, LocalExecutor, Queued, store_batch
 from agentbench.trace.recorder import RunLabels, TraceRecorder
-from agentbench.trace.redaction.redactor import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import RedactionRules
 from agentbench.trace.schema import RunRows
 
 if TYPE_CHECKING:
@@ -102,8 +103,8 @@ _loaded: dict[str, tuple[Any, Any]] = {}  # suite folder → (suite, agent), per
 
 def _suite(folder: str) -> tuple[Any, Any]:
     if folder not in _loaded:
-        from agentbench.evals.dataset import load_suite
         from agentbench.evals.harness import agent_for, run_setup
+        from agentbench.evals.suites.dataset import load_suite
 
         suite = load_suite(Path(folder))
         run_setup(suite)  # before the agent: it builds what the agent may open at import

@@ -22,7 +22,7 @@ from agentbench.evals.errors import ScorerConfigError
 from agentbench.evals.scorers.base import Score, ScoreContext, Scorer
 from agentbench.evals.scorers.registry import SCORERS, ScorerParams, ScorerType, register_type
 from agentbench.evals.scorers.text import brief, clip
-from agentbench.evals.validation import (
+from agentbench.evals.suites.validation import (
     REFERENCE_PATTERN,
     FieldProblem,
     check_reference,

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from agentbench.evals.errors import ScorerConfigError, UnknownScorerError
 from agentbench.evals.scorers.base import Scorer
-from agentbench.evals.validation import FieldProblem, closest_first, explain, field_path
+from agentbench.evals.suites.validation import FieldProblem, closest_first, explain, field_path
 
 
 class ScorerParams(BaseModel):

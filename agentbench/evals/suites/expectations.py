@@ -16,7 +16,7 @@ from pydantic import BeforeValidator, WithJsonSchema
 from agentbench.evals.errors import ExpectationError, Problem, ScorerConfigError
 from agentbench.evals.scorers import Scorer, build_scorer, scorer_type
 from agentbench.evals.scorers.schema import EXPECTATION_DEF
-from agentbench.evals.validation import show
+from agentbench.evals.suites.validation import show
 
 
 @dataclass

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentbench.evals.case_models import Case
-from agentbench.evals.expectations import EXPECTATION_MARKER
 from agentbench.evals.scorers.schema import EXPECTATION_DEF, expectation_defs
-from agentbench.evals.suite_models import Suite
+from agentbench.evals.suites.case_models import Case
+from agentbench.evals.suites.expectations import EXPECTATION_MARKER
+from agentbench.evals.suites.suite_models import Suite
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

@@ -35,9 +35,9 @@ from pydantic import (
 
 from agentbench.boundary.command import CommandAgent
 from agentbench.errors import UsageError
-from agentbench.evals.case_models import NAME_PATTERN, Case, check_name
-from agentbench.evals.expectations import Expectations, ScorerSpec
-from agentbench.evals.validation import (
+from agentbench.evals.suites.case_models import NAME_PATTERN, Case, check_name
+from agentbench.evals.suites.expectations import Expectations, ScorerSpec
+from agentbench.evals.suites.validation import (
     PLUGIN_PATTERN,
     REFERENCE_PATTERN,
     check_plugin,

@@ -1,7 +1,7 @@
 """Golden suites, the public face: the models, loading, discovery and JSON Schemas.
 
 ```python
-from agentbench.evals.dataset import discover, load_suite
+from agentbench.evals.suites.dataset import discover, load_suite
 
 found = discover(["golden/"])
 for error in found.errors:          # one per suite that failed to load, each listing problems
@@ -17,12 +17,12 @@ The models live in `suite_models`, `case_models` and `expectations`, the file re
 imported while it loads, so the `@scorer` functions they define can be named in expectations.
 """
 
-from agentbench.evals.case_models import Case, CaseContext
 from agentbench.evals.errors import ExpectationError, Problem, SuiteError, UnknownScorerError
-from agentbench.evals.expectations import ScorerSpec, parse_expectation
-from agentbench.evals.suite_files import DiscoveryResult, discover, load_suite
-from agentbench.evals.suite_models import Pricing, Suite, SuiteModel, ToolsConfig
-from agentbench.evals.suite_schema import case_json_schema, suite_json_schema
+from agentbench.evals.suites.case_models import Case, CaseContext
+from agentbench.evals.suites.expectations import ScorerSpec, parse_expectation
+from agentbench.evals.suites.suite_files import DiscoveryResult, discover, load_suite
+from agentbench.evals.suites.suite_models import Pricing, Suite, SuiteModel, ToolsConfig
+from agentbench.evals.suites.suite_schema import case_json_schema, suite_json_schema
 
 __all__ = [
     "Case",

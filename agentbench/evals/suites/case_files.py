@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, overload
 
 from agentbench.errors import UsageError
-from agentbench.evals.case_models import Case
+from agentbench.evals.suites.case_models import Case
 
 # Cases kept in memory across the most recently read files (always the last file, whatever
 # its size): ~4.5 KB each, so ~9 MB at most.

@@ -22,13 +22,13 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from agentbench.evals.case_files import SuiteCases, text_digest
-from agentbench.evals.case_models import NAME_PATTERN, Case, input_problem
 from agentbench.evals.errors import Problem, ScorerConfigError, SuiteError, UnknownScorerError
-from agentbench.evals.expectations import ScorerSpec, split_expectation
 from agentbench.evals.scorers import scorer_type
-from agentbench.evals.suite_models import Suite, import_plugin
-from agentbench.evals.validation import PLUGIN_PATTERN, explain, field_path, show
+from agentbench.evals.suites.case_files import SuiteCases, text_digest
+from agentbench.evals.suites.case_models import NAME_PATTERN, Case, input_problem
+from agentbench.evals.suites.expectations import ScorerSpec, split_expectation
+from agentbench.evals.suites.suite_models import Suite, import_plugin
+from agentbench.evals.suites.validation import PLUGIN_PATTERN, explain, field_path, show
 from agentbench.yaml_source import (
     Position,
     SourceError,

@@ -18,8 +18,8 @@ from pydantic import (
     model_validator,
 )
 
-from agentbench.evals.expectations import Expectations
-from agentbench.evals.validation import show
+from agentbench.evals.suites.expectations import Expectations
+from agentbench.evals.suites.validation import show
 from agentbench.replay.faults import ServeKey
 from agentbench.runtime.context import Context
 
