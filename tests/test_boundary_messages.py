@@ -397,7 +397,8 @@ def test_the_test_server_answers_the_messages_api_with_faults_in_anthropic_s_sha
 
 def test_a_secret_split_over_a_messages_stream_is_masked_in_the_cassette(tmp_path: Any) -> None:
     from agentbench.replay.cassette import Interaction
-    from agentbench.trace.redaction.redactor import MASK, Redactor
+    from agentbench.trace.redaction.redactor import Redactor
+    from agentbench.trace.redaction.rules import MASK
 
     token, password = "hdr-3Sd6Fg9Hj2Kl5Zx8", "pw-9Qe4Rt7Yu2Io5Pa8"
     answer = ChatResponse(

@@ -26,7 +26,8 @@ from agentbench.runtime.openai_model import OpenAIModel
 from agentbench.runtime.retry import RetryPolicy
 from agentbench.runtime.tools import truncate_text
 from agentbench.testing import OpenAICompatibleServer
-from agentbench.trace.redaction.redactor import MASK, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import MASK
 from agentbench.trace.redaction.stream import redact_chunks
 
 PASSWORD = "pw-9Qe4Rt7Yu2Io5Pa8"

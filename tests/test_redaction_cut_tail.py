@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentbench.trace.redaction import redactor as redact
+from agentbench.trace.redaction import cuts as redact
 from agentbench.trace.redaction.redactor import Redactor
 
 # Token characters, the secret prefixes' letters, and the separators around them.

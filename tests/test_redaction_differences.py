@@ -16,7 +16,8 @@ import pytest
 
 from agentbench.replay.diff import Divergence
 from agentbench.replay.drift import Change
-from agentbench.trace.redaction.redactor import MASK, RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import MASK, RedactionRules
 
 SHA_A = hashlib.sha1(b"a").hexdigest()
 SHA_B = hashlib.sha1(b"b").hexdigest()

@@ -23,7 +23,8 @@ from agentbench.replay.masked import revealed
 from agentbench.runtime.models import ChatResponse
 from agentbench.trace import TraceStore, recorder
 from agentbench.trace.recorder import TraceRecorder
-from agentbench.trace.redaction.redactor import MASK, MAX_LEARNED, MIN_LEARNED_CHARS, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import MASK, MAX_LEARNED, MIN_LEARNED_CHARS
 from agentbench.trace.schema import RunRows
 
 PASSWORD = "Pw8Qr7St6Uv5Wx4Yz"

@@ -20,7 +20,8 @@ from test_redaction_spellings import login, lookup
 
 from agentbench import Agent, Limits, Runner, ScriptedModel, ToolCall
 from agentbench.trace import TraceStore
-from agentbench.trace.redaction.redactor import MASK, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import MASK
 
 PHRASE = "correct horse battery staple"
 

@@ -25,7 +25,8 @@ from test_redaction_learned import text_cells
 
 from agentbench import Agent, Limits, Runner, ScriptedModel, ToolCall, tool
 from agentbench.trace import TraceStore
-from agentbench.trace.redaction.redactor import MASK, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import MASK
 
 SECRETS = {
     "backslash": "Corp\\svc-backup99",

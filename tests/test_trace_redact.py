@@ -12,8 +12,8 @@ import pytest
 
 from agentbench import Agent, ChatResponse, FunctionModel, ModelSettings, Runner, ToolCall, tool
 from agentbench.trace import RedactionRules, Redactor, TraceStore
-from agentbench.trace.redaction import redactor as redact_module
-from agentbench.trace.redaction.redactor import MASK
+from agentbench.trace.redaction import detector as redact_module
+from agentbench.trace.redaction.rules import MASK
 
 HOLD_LOCK = (
     "import duckdb, sys\n"

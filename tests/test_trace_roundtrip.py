@@ -38,7 +38,7 @@ from agentbench.replay.convert import cassette_from_store, events_of, stored_tra
 from agentbench.replay.diff import align
 from agentbench.replay.trajectory import trajectory
 from agentbench.report.timeline import trial_detail
-from agentbench.trace.redaction.redactor import RedactionRules
+from agentbench.trace.redaction.rules import RedactionRules
 from agentbench.trace.storage import queries
 from agentbench.trace.store import TraceStore
 

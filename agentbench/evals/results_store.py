@@ -20,7 +20,8 @@ import orjson
 
 from agentbench.errors import UsageError
 from agentbench.evals.stats import TrialOutcome
-from agentbench.trace.redaction.redactor import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import RedactionRules
 
 
 def _json(value: Any) -> str:

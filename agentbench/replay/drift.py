@@ -36,7 +36,8 @@ import orjson
 from agentbench.replay.masked import fits, unmasked
 from agentbench.runtime.message_view import MessageView
 from agentbench.trace import _json
-from agentbench.trace.redaction.redactor import Redactor, key_words
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import key_words
 
 VOLATILE_TOP_LEVEL = frozenset({"stream_options", "user", "metadata", "store", "service_tier"})
 FINGERPRINT_VERSION = 3  # bump when Fingerprinter changes: stored fingerprints then go stale

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from agentbench.trace.redaction.redactor import MASK
+from agentbench.trace.redaction.rules import MASK
 
 
 def fits(recorded: Any, current: Any) -> bool:

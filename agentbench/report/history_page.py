@@ -17,7 +17,8 @@ from agentbench.evals.history import EvalPoint, History
 from agentbench.report.charts import Chart, series
 from agentbench.report.embed import script_json
 from agentbench.report.html import safe_name, write_page
-from agentbench.trace.redaction.redactor import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import RedactionRules
 
 
 def history_folder(suite: str | None) -> str:

@@ -38,7 +38,8 @@ from agentbench.report.comparison import comparison_view
 from agentbench.report.embed import content_security_policy
 from agentbench.report.loading import load_eval, trial_runs
 from agentbench.report.page import detail_texts, page_context
-from agentbench.trace.redaction.redactor import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import RedactionRules
 
 _PACKAGE = "agentbench.report"
 

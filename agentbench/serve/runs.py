@@ -31,7 +31,8 @@ from agentbench.serve.callers import Caller
 from agentbench.serve.redaction import RunRedaction
 from agentbench.serve.store_health import told_to_clients
 from agentbench.trace.errors import StorageFaultError
-from agentbench.trace.redaction.redactor import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import RedactionRules
 
 log = logging.getLogger("agentbench")
 

@@ -21,7 +21,7 @@ from agentbench.serve.callers import Caller, Keyring
 from agentbench.serve.metrics import ServeMetrics
 from agentbench.serve.runs import Launch, RunRegistry, ServedRun
 from agentbench.serve.store_health import StoreHealth
-from agentbench.trace.redaction.redactor import RedactionRules
+from agentbench.trace.redaction.rules import RedactionRules
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from agentbench.trace.errors import (
     TraceStoreError,
 )
 from agentbench.trace.recorder import RunLabels, TraceRecorder
-from agentbench.trace.redaction.redactor import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import RedactionRules
 from agentbench.trace.request_diff import request_hash
 from agentbench.trace.schema import (
     ContextDiffRecord,

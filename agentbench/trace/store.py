@@ -3,9 +3,10 @@
 Attach one to a run with `Runner.run(..., store=TraceStore("traces.duckdb"))`, or set
 `AGENTBENCH_DB`; the default file is `.agentbench/traces.duckdb` at the root of the git checkout
 around the working directory (or in the working directory outside one). Recording goes through
-this process's journal beside the file (see `journal.spool` and `recording.local`), so several processes can
-record into one store at once and a crash loses no finished run; with `recording_process=True`
-runs only encode their events and a child process records them (see `recording.channel`).
+this process's journal beside the file (see `journal.spool` and `recording.local`), so several
+processes can record into one store at once and a crash loses no finished run; with
+`recording_process=True` runs only encode their events and a child process records them (see
+`recording.channel`).
 Reading first stores what is queued and what crashed processes left, then opens the file
 read-only, waiting (and saying so) while another process writes.
 """
@@ -35,7 +36,8 @@ from agentbench.trace.journal.spool import has_dead, spool_dir, survey, try_jour
 from agentbench.trace.recorder import RunLabels, TraceRecorder
 from agentbench.trace.recording.channel import ProcessRecorder, RecordingChannel
 from agentbench.trace.recording.local import Recording, store_batch
-from agentbench.trace.redaction.redactor import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import RedactionRules
 from agentbench.trace.schema import RunRecord, RunRows, RunTrace
 from agentbench.trace.storage import portable, queries
 from agentbench.trace.storage.database import WaitNotice, opened

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentbench.trace import _json
-from agentbench.trace.redaction.redactor import RedactionRules, Redactor
+from agentbench.trace.redaction.redactor import Redactor
+from agentbench.trace.redaction.rules import RedactionRules
 from agentbench.trace.request_diff import RequestChain, apply_diff, encode_request
 from agentbench.trace.schema import RECORDS, RunRows
 
