@@ -26,6 +26,13 @@ _MISSING = object()
 
 
 class Scope(enum.StrEnum):
+    """Where a context variable lives, and so how long it lasts.
+
+    `request`: this request only (dropped at a handoff). `session`: the conversation, across
+    handoffs and turns (`RunResult.context` carries it to the next turn); the default for
+    writes. `global`: read-only configuration.
+    """
+
     REQUEST = "request"
     SESSION = "session"
     GLOBAL = "global"

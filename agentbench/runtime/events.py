@@ -224,6 +224,7 @@ Event = Annotated[
     | RunFinished,
     Field(discriminator="kind"),
 ]
+"""One event of a run, told apart by its `kind`: what `Runner.stream` yields and a run records."""
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 

@@ -59,6 +59,13 @@ class Effect(enum.StrEnum):
 
 
 class ResultKind(enum.StrEnum):
+    """How a tool call ended, as the model is told: every `ToolResult` is one of the three.
+
+    `ok`: the tool answered. `business_failure`: the tool worked and the answer is no (raised
+    as `BusinessFailure`; retrying will not help). `system_error`: the tool broke (any other
+    exception, or its timeout).
+    """
+
     OK = "ok"
     BUSINESS_FAILURE = "business_failure"
     SYSTEM_ERROR = "system_error"
