@@ -36,7 +36,7 @@ def _run(request: dict[str, Any], namespace: dict[str, Any]) -> bool:
     importlib.invalidate_caches()  # a module a block has just written must be found
     try:
         if request["kind"] == "suite":
-            from agentbench.evals.suites.suite_files import load_suite
+            from agentbench.evals.suites.dataset import load_suite
 
             load_suite(request["path"])
             return True

@@ -1,8 +1,9 @@
 """Every code block in README.md and docs/**/*.md runs, so the docs cannot rot.
 
 One test per page (its id is the page's path: `-k getting-started` picks pages by name). A page
-runs in a fresh folder of its own holding a copy of the repository's golden/ and examples/, its
-blocks in page order (the convention is in tests/docs_blocks.py and docs/contributing.md):
+runs in a fresh folder of its own holding a copy of the repository's golden/, replays/ (the
+golden suites' cassettes) and examples/, so `agentbench run golden/` works as written; its
+blocks run in page order (the convention is in tests/docs_blocks.py and docs/contributing.md):
 python blocks in one namespace per page, bash blocks with `bash -e -o pipefail`, the venv's
 commands first on PATH and no API keys or CI variables in the environment; yaml, json and toml
 blocks are parsed, and a yaml suite (one with `cases:` or `agent:`) is loaded with the suite
@@ -54,9 +55,9 @@ def reader_environment() -> dict[str, str]:
 
 
 def prepare_folder(folder: Path) -> None:
-    """A copy of golden/ and examples/ (node_modules linked, not copied: it is large)."""
+    """A copy of golden/, replays/ and examples/ (node_modules linked, not copied: it is large)."""
     ignore = shutil.ignore_patterns("__pycache__", "node_modules", ".agentbench")
-    for name in ("golden", "examples"):
+    for name in ("golden", "replays", "examples"):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, folder / name, ignore=ignore, symlinks=True)
     if (ROOT / NODE_MODULES).is_dir():
@@ -264,7 +265,8 @@ def test_a_page_shares_its_folder_and_python_namespace_between_blocks(tmp_path: 
         "<!-- file: desk/greeting.py -->\n```python\nGREETING = 'hello'\n```\n\n"
         "```python\nfrom desk.greeting import GREETING\nseen = GREETING\n```\n\n"
         "```python\nassert seen == 'hello'\nopen('from-python.txt', 'w').write(seen)\n```\n\n"
-        '```bash\ntest "$(cat from-python.txt)" = hello\ntest -d golden -a -d examples\n'
+        '```bash\ntest "$(cat from-python.txt)" = hello\n'
+        "test -d golden -a -d replays -a -d examples\n"
         'test "$(command -v agentbench)" = "$VIRTUAL_ENV/bin/agentbench"\n'
         "echo from-bash > from-bash.txt\n```\n\n"
         "```python\nassert open('from-bash.txt').read() == 'from-bash\\n'\n```\n"

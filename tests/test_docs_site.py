@@ -1,0 +1,67 @@
+"""The documentation site builds with `mkdocs build --strict`, as CI builds it.
+
+Strict: a broken link or anchor, a page missing from the nav (or the nav naming a missing
+page), a docstring mkdocstrings cannot read: each fails the build, and the test shows
+mkdocs' own output. The generated references are checked for what they must hold: every
+command of the CLI, every name of `agentbench.__all__`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+import agentbench
+from agentbench.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if built.returncode != 0:
+        output = built.stdout + built.stderr
+        pytest.fail(f"mkdocs build --strict failed (exit {built.returncode}):\n{output}", False)
+    return out
+
+
+def command_paths(group: click.Group, prefix: str = "agentbench") -> list[str]:
+    paths = []
+    for name, command in sorted(group.commands.items()):
+        path = f"{prefix}-{name}"
+        paths.append(path)
+        if isinstance(command, click.Group):
+            paths += command_paths(command, path)
+    return paths
+
+
+def test_the_site_builds_strict(site: Path) -> None:
+    assert (site / "index.html").is_file()
+
+
+def test_the_cli_reference_has_every_command(site: Path) -> None:
+    page = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    missing = [path for path in command_paths(cli) if f'id="{path}"' not in page]
+    assert not missing, f"commands missing from docs/reference/cli.md: {missing}"
+
+
+def test_the_api_reference_has_every_public_name(site: Path) -> None:
+    page = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
+    names = [name for name in agentbench.__all__ if not name.startswith("_")]
+    missing = [name for name in names if f'id="agentbench.{name}"' not in page]
+    assert not missing, f"names of agentbench.__all__ missing from docs/reference/api.md: {missing}"
