@@ -25,8 +25,8 @@ from sqlglot.dialects.dialect import Dialect
 
 from agentbench import ResultKind, ToolResult
 from agentbench.errors import UsageError
+from agentbench.runtime.builtin import _sql_calls, sql_guard
 from agentbench.runtime.builtin import sql as sql_module
-from agentbench.runtime.builtin import sql_guard
 from agentbench.runtime.builtin.sql import read_catalog
 from agentbench.runtime.builtin.sql_guard import Catalog
 from agentbench.tools import QueryRejected, check_query, open_duckdb_read_only, sql_query
@@ -293,7 +293,7 @@ def test_every_function_sqlglot_models_renders_to_an_allowed_duckdb_function() -
         reached = (called & listed) - catalog.functions - HARMLESS_RENDERINGS
         if reached:
             unsafe += 1
-            assert issubclass(cls, sql_guard._REFUSED_MODELLED), (cls.__name__, reached)
+            assert issubclass(cls, _sql_calls._REFUSED_MODELLED), (cls.__name__, reached)
     assert rendered > 500 and unsafe == 2  # ReadCSV and ReadParquet
 
 
