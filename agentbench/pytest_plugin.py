@@ -133,7 +133,7 @@ class GoldenCase(pytest.Item):
             self.add_marker(pytest.mark.xfail(reason=case.xfail, strict=strict))
 
     def runtest(self) -> None:
-        from agentbench.evals.harness import (
+        from agentbench.evals.running.harness import (
             Harness,
             HarnessOptions,
             agent_for,

@@ -22,7 +22,7 @@ all, every way in turn), the session is replayed four ways:
   its client talking over HTTP to a loopback server on the loop that sends the recorded bodies
   back in order and reads nothing: the HTTP hop alone, most of it the client's own HTTP
   stack (httpcore2, h11, anyio), no agentbench replay;
-* boundary — `agentbench.evals.boundary_case.run_boundary_case`, the case planned as
+* boundary — `agentbench.evals.running.boundary_case.run_boundary_case`, the case planned as
   `agentbench run` plans it: the cassette loaded from its file (the cassette cache warm, as on
   any run after the first), the case's loopback server, each request normalized, matched,
   drift-checked and turned into events; with no store, and with the store `agentbench run`
@@ -60,8 +60,8 @@ from agentbench import ToolCall
 from agentbench.boundary.server import BoundaryServer
 from agentbench.boundary.target import CallableTarget, TargetContext
 from agentbench.boundary.wire import Wire
-from agentbench.evals.boundary_case import run_boundary_case
-from agentbench.evals.case_runner import CasePlan
+from agentbench.evals.running.boundary_case import run_boundary_case
+from agentbench.evals.running.case_runner import CasePlan
 from agentbench.replay.cassette import Cassette, RecordMode
 from agentbench.replay.tool_policy import ToolPolicies
 from agentbench.runtime.openai_model import OpenAIModel

@@ -27,7 +27,7 @@ from typing import Any
 
 from agentbench import Agent, Runner, ScriptedModel, ToolCall, tool
 from agentbench.evals import results_store
-from agentbench.evals.harness import EvalRun, HarnessOptions
+from agentbench.evals.running.harness import EvalRun, HarnessOptions
 from agentbench.evals.stats import TrialOutcome
 from agentbench.report import render_report, write_report
 from agentbench.trace.store import TraceStore

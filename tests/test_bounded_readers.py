@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agentbench.errors import ToolDefinitionError
-from agentbench.evals.shards import recorded_calls
+from agentbench.evals.running.shards import recorded_calls
 from agentbench.replay import cassette_cache
 from agentbench.runtime.mcp.tools import read_snapshot
 

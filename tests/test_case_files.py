@@ -14,8 +14,8 @@ import pytest
 
 from agentbench.cli import main
 from agentbench.errors import UsageError
-from agentbench.evals.harness import Harness, HarnessOptions
-from agentbench.evals.shards import Shard
+from agentbench.evals.running.harness import Harness, HarnessOptions
+from agentbench.evals.running.shards import Shard
 from agentbench.evals.suites import case_files
 from agentbench.evals.suites.case_files import CaseBrief, SuiteCases
 from agentbench.evals.suites.dataset import load_suite
@@ -198,7 +198,7 @@ def test_a_plan_is_made_once_for_the_same_suites(
 ) -> None:
     # `run` counts the trials (its progress bar) before running them: a shard's plan reads
     # every cassette for its weights, which must not happen twice.
-    from agentbench.evals import harness as harness_module
+    from agentbench.evals.running import harness as harness_module
 
     reads: list[Path] = []
     monkeypatch.setattr(harness_module, "recorded_calls", lambda path: reads.append(path) or 1)

@@ -16,7 +16,7 @@ from agentbench.ci import (
     write_junit,
     write_summary_md,
 )
-from agentbench.evals.harness import EvalRun
+from agentbench.evals.running.harness import EvalRun
 from agentbench.evals.stats import TrialOutcome
 
 

@@ -11,7 +11,7 @@ import pytest
 from agentbench.errors import UsageError
 from agentbench.evals.against import run_against
 from agentbench.evals.compare import compare_evals
-from agentbench.evals.harness import Harness, HarnessOptions
+from agentbench.evals.running.harness import Harness, HarnessOptions
 from agentbench.evals.suites.dataset import discover
 from agentbench.replay.cassette import RecordMode
 from agentbench.testing import OpenAICompatibleServer

@@ -14,7 +14,7 @@ from agentbench.evals.case_changes import CaseSide, budget_regressions, usage_ch
 from agentbench.evals.compare import compare_evals
 from agentbench.evals.compare_text import comparison_text
 from agentbench.evals.gate import gate
-from agentbench.evals.harness import EvalRun, Harness, HarnessOptions
+from agentbench.evals.running.harness import EvalRun, Harness, HarnessOptions
 from agentbench.evals.stats import TrialOutcome
 from agentbench.evals.suites.dataset import discover
 from agentbench.replay.cassette import RecordMode

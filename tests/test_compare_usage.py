@@ -18,7 +18,7 @@ import pytest
 
 from agentbench.evals.compare import compare_evals
 from agentbench.evals.compare_text import comparison_text
-from agentbench.evals.harness import EvalRun, Harness, HarnessOptions
+from agentbench.evals.running.harness import EvalRun, Harness, HarnessOptions
 from agentbench.evals.suites.dataset import discover
 from agentbench.replay.cassette import RecordMode
 from agentbench.runtime import completions

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agentbench.evals.harness import EvalRun, Harness, HarnessOptions
-from agentbench.evals.outcome_spool import OutcomeSpool
 from agentbench.evals.results_store import iter_stored_outcomes, stored_outcomes
+from agentbench.evals.running.harness import EvalRun, Harness, HarnessOptions
+from agentbench.evals.running.outcome_spool import OutcomeSpool
 from agentbench.evals.stats import TrialOutcome, summarize
 from agentbench.evals.suites.dataset import discover
 from agentbench.trace.code_version import anchor

@@ -21,7 +21,7 @@ from test_report_html import PAYLOADS, make_comparison, record_eval
 
 from agentbench import Agent, Runner, ScriptedModel
 from agentbench.evals import results_store
-from agentbench.evals.harness import EvalRun, HarnessOptions
+from agentbench.evals.running.harness import EvalRun, HarnessOptions
 from agentbench.evals.stats import TrialOutcome
 from agentbench.report import write_diff_report, write_report
 from agentbench.report.page import PAGE_SIZE

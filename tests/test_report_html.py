@@ -21,7 +21,7 @@ from markupsafe import escape
 from agentbench import Agent, Runner, ScriptedModel, ToolCall, tool
 from agentbench.cli import main
 from agentbench.evals import results_store
-from agentbench.evals.harness import EvalRun, HarnessOptions
+from agentbench.evals.running.harness import EvalRun, HarnessOptions
 from agentbench.evals.stats import TrialOutcome
 from agentbench.replay.convert import stored_trajectory
 from agentbench.replay.diff import align

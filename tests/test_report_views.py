@@ -228,7 +228,7 @@ def test_a_long_list_of_failures_is_cut_and_counted() -> None:
 
 
 def test_a_run_gated_by_its_threshold_gets_the_same_banner_as_its_exit_code() -> None:
-    from agentbench.evals.harness import EvalRun
+    from agentbench.evals.running.harness import EvalRun
     from agentbench.evals.verdict import GateRules, decide
 
     run = EvalRun("eval_x", outcomes=[trial("disk", "passed"), trial("cpu", "failed")])

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentbench.errors import UsageError
-from agentbench.evals.shards import Shard, assign, recorded_calls
+from agentbench.evals.running.shards import Shard, assign, recorded_calls
 from tests.test_journeys import ROOT, _generated, agentbench, apply, edit, git
 
 SUITE = "customer_service"

@@ -1,6 +1,6 @@
 """A boundary target's turns against one model: the loopback server, the function, the events.
 
-`run_turns` is what the harness (`evals.boundary_case`, one trial of a case) and `agentbench
+`run_turns` is what the harness (`evals.running.boundary_case`, one trial of a case) and `agentbench
 replay` (`replay.replayer`, a cassette or a stored run) both do with a boundary target: start
 a server on 127.0.0.1 that answers every model call through the `ChatModel` given (a
 `ReplayModel` over a cassette, a `RecordingModel`, …), call the function once per user turn

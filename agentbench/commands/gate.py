@@ -6,7 +6,7 @@ Markdown summary and HTML report, and exits as `run` would (0 passed, 1 gate fai
 suite could not be loaded, 3 a case could not run). An eval that lacks some of its shards —
 merged from only some stores, or one shard's store not merged at all — fails, naming them; one
 that did not finish (killed, interrupted, still running) is an error, exit 3, naming the
-trials it lacks and the `--resume` command that runs them (`evals.completion`).
+trials it lacks and the `--resume` command that runs them (`evals.running.completion`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import orjson
 from agentbench.commands.run_outputs import finish, gate_options, judge, show, write_outputs
 from agentbench.commands.traces import open_store, reports_dir, store_options
 from agentbench.errors import UsageError
-from agentbench.evals.harness import EvalRun
-from agentbench.evals.outcome_spool import OutcomeSpool
 from agentbench.evals.results_store import iter_stored_outcomes
+from agentbench.evals.running.harness import EvalRun
+from agentbench.evals.running.outcome_spool import OutcomeSpool
 from agentbench.report.loading import resolve_eval_id
 from agentbench.trace.code_version import find_work_tree
 

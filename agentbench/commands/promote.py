@@ -426,7 +426,7 @@ def promote(
 def _agent_name(suite: Suite) -> str | None:
     """The name the suite's agent goes by (an Agent's name, a function's), None with a
     warning when its module cannot be imported here."""
-    from agentbench.evals.harness import agent_for, run_setup
+    from agentbench.evals.running.harness import agent_for, run_setup
 
     try:
         run_setup(suite)  # as `run` does: it builds what the agent's module may open

@@ -23,7 +23,7 @@ from agentbench.errors import UsageError
 from agentbench.evals import results_store
 from agentbench.evals.compare import compare_evals
 from agentbench.evals.compare_text import comparison_text
-from agentbench.evals.harness import (
+from agentbench.evals.running.harness import (
     HarnessOptions,
     agent_for,
     live_factory,

@@ -34,10 +34,10 @@ from agentbench.errors import UsageError
 from agentbench.evals.baseline import find_baseline
 from agentbench.evals.compare import Comparison, compare_evals
 from agentbench.evals.compare_text import comparison_text
-from agentbench.evals.completion import completion_of
 from agentbench.evals.gate import StrictXfail
 from agentbench.evals.results_store import eval_config, keep_verdict
-from agentbench.evals.shards import Shard, ShardSet
+from agentbench.evals.running.completion import completion_of
+from agentbench.evals.running.shards import Shard, ShardSet
 from agentbench.evals.verdict import ERROR, EXIT_USAGE, GateRules, Verdict, decide
 from agentbench.report import write_report
 from agentbench.trace.errors import StoreReadOnlyError

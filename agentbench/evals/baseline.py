@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from agentbench.errors import UsageError
-from agentbench.evals.completion import json_object, planned_trials
-from agentbench.evals.shards import ShardSet
+from agentbench.evals.running.completion import json_object, planned_trials
+from agentbench.evals.running.shards import ShardSet
 
 MAX_WALK = 50
 _GIT_TIMEOUT_S = 10.0

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from agentbench.errors import UsageError
-from agentbench.evals.shards import Shard
+from agentbench.evals.running.shards import Shard
 from agentbench.trace.store import TraceStore
 
 SCHEME = "parquet://"

@@ -20,7 +20,7 @@ import orjson
 
 from agentbench.errors import UsageError
 from agentbench.evals.results_store import iter_stored_outcomes, redactor_for
-from agentbench.evals.shards import ShardSet
+from agentbench.evals.running.shards import ShardSet
 from agentbench.evals.stats import summarize
 from agentbench.trace.storage.portable import MANIFEST
 from agentbench.trace.store import TraceStore

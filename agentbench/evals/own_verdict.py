@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 
-from agentbench.evals.completion import completion_of
 from agentbench.evals.gate import StrictXfail
 from agentbench.evals.results_store import eval_config
-from agentbench.evals.shards import ShardSet
+from agentbench.evals.running.completion import completion_of
+from agentbench.evals.running.shards import ShardSet
 from agentbench.evals.stats import TrialOutcome, summarize
 from agentbench.evals.verdict import GateRules, Verdict, decide
 

@@ -24,8 +24,8 @@ from agentbench.evals.gate import StrictXfail, clip, gate, xpass_reason
 
 if TYPE_CHECKING:
     from agentbench.evals.compare import Comparison
-    from agentbench.evals.completion import Completion
-    from agentbench.evals.shards import Shard, ShardSet
+    from agentbench.evals.running.completion import Completion
+    from agentbench.evals.running.shards import Shard, ShardSet
     from agentbench.evals.stats import Summary, TrialOutcome
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3

@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from agentbench.errors import AgentbenchError, UsageError, one_line
-from agentbench.evals.executors import Finished, LocalExecutor, Queued, store_batch
+from agentbench.evals.running.executors import Finished, LocalExecutor, Queued, store_batch
 from agentbench.trace.recorder import RunLabels, TraceRecorder
 from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.redaction.rules import RedactionRules
 from agentbench.trace.schema import RunRows
 
 if TYPE_CHECKING:
-    from agentbench.evals.harness import Harness
+    from agentbench.evals.running.harness import Harness
 
 # Left out of what is shipped to the cluster: environments, stores, reports, history.
 SHIPPED_EXCLUDES = [
@@ -103,7 +103,7 @@ _loaded: dict[str, tuple[Any, Any]] = {}  # suite folder → (suite, agent), per
 
 def _suite(folder: str) -> tuple[Any, Any]:
     if folder not in _loaded:
-        from agentbench.evals.harness import agent_for, run_setup
+        from agentbench.evals.running.harness import agent_for, run_setup
         from agentbench.evals.suites.dataset import load_suite
 
         suite = load_suite(Path(folder))
@@ -117,7 +117,7 @@ def run_batch(
     eval_id: str, batch: list[tuple[str, str, int]], options: Any, redaction: RedactionRules
 ) -> tuple[list[Any], RunRows]:
     """Run one batch of trials in a worker: their outcomes, and the rows of their runs."""
-    from agentbench.evals.harness import Harness
+    from agentbench.evals.running.harness import Harness
 
     store = BatchStore(redaction)
     harness = Harness(store, options)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentbench.errors import UsageError
 
 if TYPE_CHECKING:
-    from agentbench.evals.harness import Harness
+    from agentbench.evals.running.harness import Harness
     from agentbench.evals.stats import TrialOutcome
     from agentbench.trace.schema import RunRows
 
@@ -65,7 +65,7 @@ def make_executor(name: str, address: str | None = None, root: Path | None = Non
         return LocalExecutor()
     if name == "ray":
         try:
-            from agentbench.evals.ray_executor import RayExecutor
+            from agentbench.evals.running.ray_executor import RayExecutor
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.split(".")[0] == "ray":
                 raise UsageError(

@@ -305,7 +305,7 @@ async def run_case(plan: CasePlan) -> CaseRun:
     """Run every turn of the case; never scores, never raises for the agent's own failures
     (a live model's infrastructure failure is not the agent's: LiveModelError)."""
     if isinstance(plan.agent, CallableTarget):  # the user's own function: served over HTTP
-        from agentbench.evals.boundary_case import run_boundary_case
+        from agentbench.evals.running.boundary_case import run_boundary_case
 
         return await run_boundary_case(plan)
     return await _run_agent_case(plan)
