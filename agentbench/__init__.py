@@ -1,4 +1,4 @@
-"""agentbench: a lightweight agent runtime with record, replay and regression testing.
+"""agentbench: an evaluation and replay harness for agents, with a small agent runtime beside it.
 
 These names are the public API; everything else may move between releases.
 """
