@@ -240,5 +240,3 @@ def _one_pattern(known: list[str], patterns: list[str]) -> re.Pattern[str]:
         re.compile(pattern)  # a bad extra regex fails here, naming itself
         parts.append(f"(?P<p{index}>{pattern.replace('(?P<secret>', f'(?P<sp{index}>')})")
     return re.compile("|".join(parts)) if parts else re.compile(r"(?!)")
-
-

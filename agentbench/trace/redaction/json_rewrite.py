@@ -58,5 +58,3 @@ def _scalar_pairs(original: Any, redacted: Any) -> Iterable[tuple[Any, Any]]:
 
 def _encoded(value: Any, *, ascii_only: bool) -> str:
     return json.dumps(value, ensure_ascii=ascii_only)
-
-

@@ -109,4 +109,3 @@ class RedactionRules:
             patterns=(*DEFAULT_PATTERNS, *patterns),
             secret_values=tuple(secret_values),
         )
-
