@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from agentbench.evals.compare import compare_evals
+from agentbench.evals.comparing.compare import compare_evals
 from agentbench.replay.convert import stored_trajectory
 from agentbench.replay.diff import Divergence, by_cause
 from agentbench.trace.store import TraceStore

@@ -309,7 +309,7 @@ def test_a_python_repr_tool_result_is_compared_as_data() -> None:
 
     before = tool_step("{'service': 'wiki', 'since': '07:40'}")
     after = tool_step("{'service': 'wiki', 'since': '07:45'}")
-    from agentbench.evals.compare_text import describe_divergence
+    from agentbench.evals.comparing.compare_text import describe_divergence
 
     (found,) = align([before], [after])
     assert "result.since: '07:40' → '07:45'" in describe_divergence(found.as_dict(), 60)

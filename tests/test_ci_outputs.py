@@ -16,8 +16,8 @@ from agentbench.ci import (
     write_junit,
     write_summary_md,
 )
+from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.evals.running.harness import EvalRun
-from agentbench.evals.stats import TrialOutcome
 
 
 def score(name: str, passed: bool, reason: str) -> dict[str, object]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agentbench.errors import UsageError
-from agentbench.evals.against import run_against
-from agentbench.evals.compare import compare_evals
+from agentbench.evals.comparing.against import run_against
+from agentbench.evals.comparing.compare import compare_evals
 from agentbench.evals.running.harness import Harness, HarnessOptions
 from agentbench.evals.suites.dataset import discover
 from agentbench.replay.cassette import RecordMode

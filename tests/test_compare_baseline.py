@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from agentbench.errors import UsageError
-from agentbench.evals.baseline import find_baseline, resolve_baseline
+from agentbench.evals.comparing.baseline import find_baseline, resolve_baseline
 from agentbench.trace.store import TraceStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

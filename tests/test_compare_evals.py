@@ -10,12 +10,12 @@ import orjson
 import pytest
 
 from agentbench.cli import main
-from agentbench.evals.case_changes import CaseSide, budget_regressions, usage_changes
-from agentbench.evals.compare import compare_evals
-from agentbench.evals.compare_text import comparison_text
-from agentbench.evals.gate import gate
+from agentbench.evals.comparing.case_changes import CaseSide, budget_regressions, usage_changes
+from agentbench.evals.comparing.compare import compare_evals
+from agentbench.evals.comparing.compare_text import comparison_text
+from agentbench.evals.comparing.gate import gate
+from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.evals.running.harness import EvalRun, Harness, HarnessOptions
-from agentbench.evals.stats import TrialOutcome
 from agentbench.evals.suites.dataset import discover
 from agentbench.replay.cassette import RecordMode
 from agentbench.testing import OpenAICompatibleServer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentbench.evals.significance import (
+from agentbench.evals.comparing.significance import (
     CaseCounts,
     binomial_two_sided_p,
     bootstrap_delta_ci,

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from agentbench.evals.compare import compare_evals
-from agentbench.evals.compare_text import comparison_text
+from agentbench.evals.comparing.compare import compare_evals
+from agentbench.evals.comparing.compare_text import comparison_text
 from agentbench.evals.running.harness import EvalRun, Harness, HarnessOptions
 from agentbench.evals.suites.dataset import discover
 from agentbench.replay.cassette import RecordMode

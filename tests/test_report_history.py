@@ -17,9 +17,9 @@ import pytest
 
 from agentbench.cli import main
 from agentbench.evals import results_store
+from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.evals.history import load_history
 from agentbench.evals.running.harness import EvalRun, HarnessOptions
-from agentbench.evals.stats import TrialOutcome
 from agentbench.report.history_page import write_history_report
 from agentbench.trace.store import TraceStore
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentbench.evals.stats import TrialOutcome, summarize
+from agentbench.evals.comparing.stats import TrialOutcome, summarize
 from agentbench.report.charts import histogram, rate_bars, series
 from agentbench.report.comparison import comparison_view, divergence_fields, field_changes
 from agentbench.report.timeline import request_changes, schema_type, tool_table
@@ -228,8 +228,8 @@ def test_a_long_list_of_failures_is_cut_and_counted() -> None:
 
 
 def test_a_run_gated_by_its_threshold_gets_the_same_banner_as_its_exit_code() -> None:
+    from agentbench.evals.comparing.verdict import GateRules, decide
     from agentbench.evals.running.harness import EvalRun
-    from agentbench.evals.verdict import GateRules, decide
 
     run = EvalRun("eval_x", outcomes=[trial("disk", "passed"), trial("cpu", "failed")])
     # --fail-under 0.5: one of two passed, the gate passed, the exit code is 0 ...

@@ -12,7 +12,7 @@ import pytest
 
 from agentbench.errors import UsageError
 from agentbench.evals import results_store
-from agentbench.evals.own_verdict import own_verdict
+from agentbench.evals.comparing.own_verdict import own_verdict
 from agentbench.evals.suites.suite_models import Suite
 from agentbench.report import html as report_html
 from agentbench.report import render_report, write_report

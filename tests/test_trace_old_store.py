@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from agentbench.cli import main
-from agentbench.evals.compare import compare_evals
+from agentbench.evals.comparing.compare import compare_evals
 from agentbench.replay.convert import cassette_from_store, conversation, events_of
 from agentbench.trace.storage.migrations import LATEST
 from agentbench.trace.store import TraceStore

@@ -33,7 +33,7 @@ from agentbench import (
     ToolCall,
     tool,
 )
-from agentbench.evals.stats import TrialOutcome
+from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.replay.convert import cassette_from_store, events_of, stored_trajectory
 from agentbench.replay.diff import align
 from agentbench.replay.trajectory import trajectory

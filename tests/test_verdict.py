@@ -14,11 +14,11 @@ import pytest
 
 from agentbench.ci import github_annotations, junit_xml, markdown_summary
 from agentbench.errors import UsageError
-from agentbench.evals.gate import StrictXfail
+from agentbench.evals.comparing.gate import StrictXfail
+from agentbench.evals.comparing.stats import TrialOutcome, summarize
+from agentbench.evals.comparing.verdict import GateRules, Verdict, decide
 from agentbench.evals.running.harness import EvalRun
 from agentbench.evals.running.shards import Shard, ShardSet
-from agentbench.evals.stats import TrialOutcome, summarize
-from agentbench.evals.verdict import GateRules, Verdict, decide
 from agentbench.report.verdict import verdict_view
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from agentbench.ci.paths import split_source
-from agentbench.evals.compare_text import as_data, describe_divergence, pct, points
-from agentbench.evals.stats import TrialOutcome
-from agentbench.evals.verdict import Verdict
+from agentbench.evals.comparing.compare_text import as_data, describe_divergence, pct, points
+from agentbench.evals.comparing.stats import TrialOutcome
+from agentbench.evals.comparing.verdict import Verdict
 from agentbench.trace.redaction.redactor import Redactor
 
 MAX_ANNOTATIONS = 50  # GitHub keeps at most 50 annotations of each type per job

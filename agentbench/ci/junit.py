@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from agentbench.ci.paths import split_source
-from agentbench.evals.compare_text import drift_text
-from agentbench.evals.stats import TrialOutcome
-from agentbench.evals.verdict import Verdict
+from agentbench.evals.comparing.compare_text import drift_text
+from agentbench.evals.comparing.stats import TrialOutcome
+from agentbench.evals.comparing.verdict import Verdict
 from agentbench.trace.redaction.redactor import Redactor
 
 GATE_SUITE = "agentbench.gate"

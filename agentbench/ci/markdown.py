@@ -2,9 +2,9 @@
 
 The heading is the eval's verdict (✅ passed, ❌ gate failed, ⛔ error) and right under it
 its reasons, what it was judged by and its notes (the baseline chosen, a partial eval), as
-`run` and `gate` reached it (`evals.verdict`). Then totals per suite, then (with a baseline)
-the pass-rate change with its interval and p-value and the changed cases by kind, then every
-failing case with its file, line and reasons, the trials that could not run with their error,
+`run` and `gate` reached it (`evals.comparing.verdict`). Then totals per suite, then (with a
+baseline) the pass-rate change with its interval and p-value and the changed cases by kind, then
+every failing case with its file, line and reasons, the trials that could not run with their error,
 and the unexpected passes (XPASS). GitHub refuses
 a step summary over 1 MiB, so the document is kept under `MAX_SUMMARY_BYTES`: case lists are
 shortened (with a note saying how many were left out) until it fits, and as a last resort the
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentbench.evals.compare_text import (
+from agentbench.evals.comparing.compare_text import (
     XPASS_TITLE,
     as_data,
     describe_divergence,
@@ -29,8 +29,8 @@ from agentbench.evals.compare_text import (
     rate_line,
     trials_text,
 )
-from agentbench.evals.stats import TrialOutcome
-from agentbench.evals.verdict import ERROR, FAILED, PASSED, GateRules, Verdict, decide
+from agentbench.evals.comparing.stats import TrialOutcome
+from agentbench.evals.comparing.verdict import ERROR, FAILED, PASSED, GateRules, Verdict, decide
 from agentbench.trace.redaction.redactor import Redactor
 
 MAX_SUMMARY_BYTES = 1_000_000  # GitHub's limit is 1 MiB (1,048,576 bytes) per step summary
@@ -229,7 +229,7 @@ def _render(run: Any, data: dict[str, Any] | None, verdict: Verdict, limit: int 
 
 def _verdict_without_one(run: Any, data: dict[str, Any] | None, failed: bool | None) -> Verdict:
     """For a caller with no verdict at hand (the library): the comparison's gate, or the
-    `failed` given, or the rule without a baseline (`evals.verdict.decide`)."""
+    `failed` given, or the rule without a baseline (`evals.comparing.verdict.decide`)."""
     if data is None and failed is None:
         return decide(run.summary, run.outcomes, rules=GateRules())
     if data is not None:

@@ -16,7 +16,7 @@ import orjson
 
 from agentbench.commands.traces import open_store, store_options
 from agentbench.evals.bisect import BisectResult, Probe, bisect
-from agentbench.evals.compare_text import describe_divergence, trials_text
+from agentbench.evals.comparing.compare_text import describe_divergence, trials_text
 from agentbench.trace.code_version import find_work_tree
 
 EPILOG = """\b

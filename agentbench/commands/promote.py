@@ -31,7 +31,7 @@ import yaml
 
 from agentbench.commands.traces import open_store, store_options
 from agentbench.errors import UsageError, one_line
-from agentbench.evals.baseline import git
+from agentbench.evals.comparing.baseline import git
 from agentbench.evals.suites.dataset import load_suite
 from agentbench.evals.suites.suite_files import SUITE_FILE
 from agentbench.evals.suites.suite_models import Suite, repository_root

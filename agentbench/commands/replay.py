@@ -21,8 +21,8 @@ from agentbench.boundary.target import CallableTarget
 from agentbench.commands.traces import open_store, reports_dir, store_options
 from agentbench.errors import UsageError
 from agentbench.evals import results_store
-from agentbench.evals.compare import compare_evals
-from agentbench.evals.compare_text import comparison_text
+from agentbench.evals.comparing.compare import compare_evals
+from agentbench.evals.comparing.compare_text import comparison_text
 from agentbench.evals.running.harness import (
     HarnessOptions,
     agent_for,

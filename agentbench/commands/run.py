@@ -37,8 +37,8 @@ from agentbench.commands.run_outputs import (
 )
 from agentbench.commands.traces import open_store, store_options
 from agentbench.errors import UsageError
-from agentbench.evals.against import run_against
-from agentbench.evals.baseline import check_baseline_spec
+from agentbench.evals.comparing.against import run_against
+from agentbench.evals.comparing.baseline import check_baseline_spec
 from agentbench.evals.lake import lake_folder, write_lake
 from agentbench.evals.results_store import check_resumable
 from agentbench.evals.running.executors import make_executor

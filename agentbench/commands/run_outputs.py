@@ -2,8 +2,8 @@
 verdict and its outputs.
 
 `judge` picks the baseline (saying which and why), compares, and reaches the one verdict
-(`evals.verdict.decide`); `write_outputs` writes the JUnit file, the Markdown summaries, the
-annotations and the HTML report; `show` prints the summary (or JSON) and the `gate: …` line.
+(`evals.comparing.verdict.decide`); `write_outputs` writes the JUnit file, the Markdown summaries,
+the annotations and the HTML report; `show` prints the summary (or JSON) and the `gate: …` line.
 All of them render that one verdict, and the command exits with its code. Each step is guarded
 on its own: a comparison that fails still leaves the JUnit file and the report of the eval (the
 verdict is then an error), and a report that cannot be written still leaves the JUnit file —
@@ -31,14 +31,14 @@ from agentbench.ci import (
 )
 from agentbench.commands import summary as summary_text
 from agentbench.errors import UsageError
-from agentbench.evals.baseline import find_baseline
-from agentbench.evals.compare import Comparison, compare_evals
-from agentbench.evals.compare_text import comparison_text
-from agentbench.evals.gate import StrictXfail
+from agentbench.evals.comparing.baseline import find_baseline
+from agentbench.evals.comparing.compare import Comparison, compare_evals
+from agentbench.evals.comparing.compare_text import comparison_text
+from agentbench.evals.comparing.gate import StrictXfail
+from agentbench.evals.comparing.verdict import ERROR, EXIT_USAGE, GateRules, Verdict, decide
 from agentbench.evals.results_store import eval_config, keep_verdict
 from agentbench.evals.running.completion import completion_of
 from agentbench.evals.running.shards import Shard, ShardSet
-from agentbench.evals.verdict import ERROR, EXIT_USAGE, GateRules, Verdict, decide
 from agentbench.report import write_report
 from agentbench.trace.errors import StoreReadOnlyError
 

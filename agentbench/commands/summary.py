@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from agentbench.commands.render import table
-from agentbench.evals.compare_text import MAX_LISTED, drift_text
-from agentbench.evals.stats import TrialOutcome
+from agentbench.evals.comparing.compare_text import MAX_LISTED, drift_text
+from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.terminal import escaped, raw_stream
 
 
@@ -32,7 +32,8 @@ def _ms(value: float | None) -> str:
 def render(
     run: Any, store_path: Path, *, fail_under: float | None = None, verdict: Any = None
 ) -> str:
-    """The eval's summary; `verdict` (an `evals.verdict.Verdict`) says whose XPASS fails."""
+    """The eval's summary; `verdict` (an `evals.comparing.verdict.Verdict`) says whose XPASS
+    fails."""
     summary = run.summary
     version = run.code_version or "unknown code version"
     lines = [

@@ -26,8 +26,8 @@ import orjson
 import yaml
 
 from agentbench.errors import AgentbenchError, UsageError
-from agentbench.evals.case_changes import CaseChange
-from agentbench.evals.compare import compare_evals
+from agentbench.evals.comparing.case_changes import CaseChange
+from agentbench.evals.comparing.compare import compare_evals
 from agentbench.evals.git_commits import describe_commits, git_text
 
 # One case, offline: a replayed run takes seconds; this bounds a hung one.

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentbench.evals.baseline import git
+from agentbench.evals.comparing.baseline import git
 
 _GIT_TIMEOUT_S = 30.0
 

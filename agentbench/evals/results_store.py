@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from agentbench.errors import UsageError
-from agentbench.evals.stats import TrialOutcome
+from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.redaction.rules import RedactionRules
 

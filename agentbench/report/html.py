@@ -33,7 +33,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from agentbench._version import __version__
-from agentbench.evals.own_verdict import own_verdict
+from agentbench.evals.comparing.own_verdict import own_verdict
 from agentbench.report.comparison import comparison_view
 from agentbench.report.embed import content_security_policy
 from agentbench.report.loading import load_eval, trial_runs

@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 
 from agentbench.errors import UsageError
+from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.evals.results_store import stored_outcomes, stored_verdict
-from agentbench.evals.stats import TrialOutcome
 from agentbench.trace.schema import (
     ContextDiffRecord,
     EventRecord,

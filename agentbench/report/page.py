@@ -15,7 +15,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from agentbench.evals.stats import Summary, TrialOutcome, summarize
+from agentbench.evals.comparing.stats import Summary, TrialOutcome, summarize
 from agentbench.report.charts import Chart, histogram, rate_bars
 from agentbench.report.embed import script_json
 from agentbench.report.loading import EvalData

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentbench.evals.compare_text import describe_divergence, drift_text
-from agentbench.evals.stats import TrialOutcome
+from agentbench.evals.comparing.compare_text import describe_divergence, drift_text
+from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.trace._json import dumps, loads
 from agentbench.trace.schema import (
     ContextDiffRecord,

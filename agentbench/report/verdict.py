@@ -1,14 +1,14 @@
 """The banner a report opens with: the verdict, its reasons, and the cases to look at.
 
-The verdict is the one `agentbench run` or `agentbench gate` reached (`evals.verdict`, passed
-in as its `as_dict()`: passed, failed or error, with its reasons, basis, notes and exit code),
-so the banner says what the exit code says. A page made without one — a comparison alone —
-shows the comparison's gate (`evals.gate`), else the verdict `agentbench run` reaches without
-a baseline (`evals.verdict.decide`: a trial that could not run is an error, a failing one a
-failure); `agentbench report` of a stored eval passes one in (`evals.own_verdict`). Below
-the reasons come the cases that need a look, worst first: newly failing, could not run,
-failing, unexpected passes (XPASS), flaky (trials or evals disagree), then budget and score
-regressions, each linking to its row in the case table.
+The verdict is the one `agentbench run` or `agentbench gate` reached (`evals.comparing.verdict`,
+passed in as its `as_dict()`: passed, failed or error, with its reasons, basis, notes and exit
+code), so the banner says what the exit code says. A page made without one — a comparison alone —
+shows the comparison's gate (`evals.comparing.gate`), else the verdict `agentbench run` reaches
+without a baseline (`evals.comparing.verdict.decide`: a trial that could not run is an error, a
+failing one a failure); `agentbench report` of a stored eval passes one in
+(`evals.comparing.own_verdict`). Below the reasons come the cases that need a look, worst first:
+newly failing, could not run, failing, unexpected passes (XPASS), flaky (trials or evals disagree),
+then budget and score regressions, each linking to its row in the case table.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbench.evals.stats import Summary, TrialOutcome
-from agentbench.evals.verdict import GateRules, decide
+from agentbench.evals.comparing.stats import Summary, TrialOutcome
+from agentbench.evals.comparing.verdict import GateRules, decide
 
 REASONS_SHOWN = 12  # more reasons are counted ("… and 30 more"), not listed
 # Cases listed under the banner; the rest are one click away (the table, "not passing"), and a
@@ -139,7 +139,7 @@ def verdict_view(
         failed = bool(verdict.get("failed"))
         reasons = [str(r) for r in verdict.get("reasons") or ()]
         basis = f"compared with baseline {comparison.get('baseline_eval')}"
-    else:  # the rule without a baseline, as `run` reaches it (`evals.verdict.decide`)
+    else:  # the rule without a baseline, as `run` reaches it (`evals.comparing.verdict.decide`)
         alone = decide(summary, outcomes, rules=GateRules())
         status, failed, reasons = alone.status, not alone.passed, alone.reasons
         basis, exit_code = alone.basis, alone.exit_code

@@ -29,8 +29,8 @@ from typing import Any
 
 from agentbench.boundary.target import CallableTarget
 from agentbench.errors import AgentbenchError, UsageError
-from agentbench.evals.compare_text import describe_divergence
-from agentbench.evals.stats import divergence_verdict
+from agentbench.evals.comparing.compare_text import describe_divergence
+from agentbench.evals.comparing.stats import divergence_verdict
 from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
 from agentbench.replay.diff import Divergence, align, by_cause
 from agentbench.replay.fallback_paths import fallback_drifts, with_fallback_drifts

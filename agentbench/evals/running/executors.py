@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentbench.errors import UsageError
 
 if TYPE_CHECKING:
+    from agentbench.evals.comparing.stats import TrialOutcome
     from agentbench.evals.running.harness import Harness
-    from agentbench.evals.stats import TrialOutcome
     from agentbench.trace.schema import RunRows
 
 # A queued trial: (suite, agent, case, trial number).

@@ -21,7 +21,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, overload
 
-from agentbench.evals.stats import TrialOutcome
+from agentbench.evals.comparing.stats import TrialOutcome
 
 
 class OutcomeSpool(Sequence[TrialOutcome]):

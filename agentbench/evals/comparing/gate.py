@@ -4,8 +4,8 @@ These fail it: the pass rate is under `--fail-under`; a case that passed in the 
 fails now (unless its trials disagree — a flaky case is reported, never gating, so one unlucky
 trial does not block a merge); a failing case that no clean baseline excuses (it is new, the
 baseline could not run it either, or the baseline that failed it too ran uncommitted code); a
-case whose trials could not run now is worded so, never as "fails now" (`evals.verdict` makes
-it an error of its own unless `--fail-under` counts it as a failure); the pass rate dropped
+case whose trials could not run now is worded so, never as "fails now" (`evals.comparing.verdict`
+makes it an error of its own unless `--fail-under` counts it as a failure); the pass rate dropped
 significantly (sign test p < 0.05); an expected failure that passed (XPASS) in a strict suite
 (`--strict-xfail`, or `strict_xfail: true` in suite.yaml); and, when both evals replayed the
 same recorded usage, a case over its tokens or cost budget — in replay the usage comes from
@@ -15,7 +15,7 @@ trajectory differs from the baseline's, or whose tokens or cost moved on the sam
 usage, fails it too.
 Budget regressions between live evals (noise), score changes, behaviour changes (without
 `--fail-on-change`) and cases that were already failing are reported elsewhere and do not
-gate here; without a baseline the eval's own rule applies (`evals.verdict`).
+gate here; without a baseline the eval's own rule applies (`evals.comparing.verdict`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentbench.evals.case_changes import CaseChange
-    from agentbench.evals.compare import Comparison
+    from agentbench.evals.comparing.case_changes import CaseChange
+    from agentbench.evals.comparing.compare import Comparison
 
 
 REASON_CHARS = 160  # a gate reason quotes the case's first failing reason, cut to this
@@ -86,7 +86,7 @@ def gate(
 ) -> tuple[bool, list[str]]:
     """(failed, reasons). `current_pass_rate` defaults to the comparison's current rate;
     `said` are (suite, case) whose trials could not run and that the caller reports as
-    errors of their own (`evals.verdict`), so they are not said twice."""
+    errors of their own (`evals.comparing.verdict`), so they are not said twice."""
     reasons: list[str] = []
     rate = current_pass_rate
     if rate is None and comparison is not None:

@@ -28,7 +28,7 @@ from pathlib import Path
 import orjson
 
 from agentbench.errors import AgentbenchError, UsageError
-from agentbench.evals.baseline import git, resolve_commit
+from agentbench.evals.comparing.baseline import git, resolve_commit
 from agentbench.trace.store import TraceStore
 
 # Options `run_against` sets itself; passing them again would point the run elsewhere.

@@ -22,8 +22,8 @@ import orjson
 
 from agentbench.errors import UsageError
 from agentbench.evals import results_store
-from agentbench.evals.baseline import stored_evals
-from agentbench.evals.case_changes import (
+from agentbench.evals.comparing.baseline import stored_evals
+from agentbench.evals.comparing.case_changes import (
     CaseChange,
     CaseSide,
     classify,
@@ -31,14 +31,14 @@ from agentbench.evals.case_changes import (
     mark_behaviour_changed,
     sort_key,
 )
-from agentbench.evals.gate import StrictXfail, gate
-from agentbench.evals.significance import (
+from agentbench.evals.comparing.gate import StrictXfail, gate
+from agentbench.evals.comparing.significance import (
     CaseCounts,
     bootstrap_delta_ci,
     pooled_delta,
     sign_test_p,
 )
-from agentbench.evals.stats import TrialOutcome
+from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.replay.convert import conversations
 from agentbench.replay.diff import Divergence, align, by_cause
 from agentbench.replay.drift import Change

@@ -5,8 +5,8 @@ not be loaded (an error, exit 2), a comparison that could not be made (exit 2 or
 that did not finish or lacks trials it planned (exit 3, naming the `--resume` command), trials
 that could not run (an error, exit 3; `--fail-under` counts them as failures instead, and a
 note says so, except a trial whose live model failed: an outage is never the code's), then
-the gate — the shards the eval lacks, and the baseline comparison's gate (`evals.gate`) or,
-without a baseline, the eval's own rule (every counted trial passes, or the pass rate reaches
+the gate — the shards the eval lacks, and the baseline comparison's gate (`evals.comparing.gate`)
+or, without a baseline, the eval's own rule (every counted trial passes, or the pass rate reaches
 `--fail-under`), with an unexpected pass (XPASS) of a strict suite failing either. Every
 output renders this object and none re-derives it: the terminal's `gate: …` line, `--json`'s
 `verdict`, the JUnit `gate` testcase, the Markdown heading, the HTML banner, the exit code.
@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentbench.errors import UsageError, one_line
-from agentbench.evals.gate import StrictXfail, clip, gate, xpass_reason
+from agentbench.evals.comparing.gate import StrictXfail, clip, gate, xpass_reason
 
 if TYPE_CHECKING:
-    from agentbench.evals.compare import Comparison
+    from agentbench.evals.comparing.compare import Comparison
+    from agentbench.evals.comparing.stats import Summary, TrialOutcome
     from agentbench.evals.running.completion import Completion
     from agentbench.evals.running.shards import Shard, ShardSet
-    from agentbench.evals.stats import Summary, TrialOutcome
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 PASSED, FAILED, ERROR = "passed", "failed", "error"

@@ -3,8 +3,8 @@
 `run` and `gate` keep the verdict they reach with the eval (`results_store.keep_verdict`), and
 a report made later opens with it. An eval that has none — killed or interrupted before its
 verdict, or merged from shards and not gated yet — is judged here as `gate` would judge it
-without a baseline (`evals.verdict.decide`): the shards it lacks, the suites that could not be
-loaded, the trials it planned and does not hold, then every counted trial must pass. So its
+without a baseline (`evals.comparing.verdict.decide`): the shards it lacks, the suites that could
+not be loaded, the trials it planned and does not hold, then every counted trial must pass. So its
 report never says "passed" of an eval `gate` would not pass.
 """
 
@@ -15,12 +15,12 @@ from typing import Any
 
 import orjson
 
-from agentbench.evals.gate import StrictXfail
+from agentbench.evals.comparing.gate import StrictXfail
+from agentbench.evals.comparing.stats import TrialOutcome, summarize
+from agentbench.evals.comparing.verdict import GateRules, Verdict, decide
 from agentbench.evals.results_store import eval_config
 from agentbench.evals.running.completion import completion_of
 from agentbench.evals.running.shards import ShardSet
-from agentbench.evals.stats import TrialOutcome, summarize
-from agentbench.evals.verdict import GateRules, Verdict, decide
 
 NOTE = (
     "no verdict was kept with this eval, so this is its own rule, without a baseline "

@@ -12,7 +12,7 @@ differs from the baseline's), `usage_changed` (between two replayed evals, token
 at all), `newly_passing`, `added`, `removed` or `unchanged`. Latency is judged only between two
 live evals: a replayed model call takes microseconds, so a replayed run's duration is the
 machine's load, not the agent's. Tokens and cost are the other way round: replayed, they come
-from the recording, so between two replayed evals any change is reported (and `evals.gate`
+from the recording, so between two replayed evals any change is reported (and `evals.comparing.gate`
 gates it when both served the same recorded usage); between live evals only a change over the
 budget is, since a live model's usage varies from call to call.
 """
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbench.evals.stats import TrialOutcome
+from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.replay.diff import Divergence
 from agentbench.replay.trajectory import Step
 

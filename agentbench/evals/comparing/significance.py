@@ -22,7 +22,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentbench.evals.stats import percentile
+from agentbench.evals.comparing.stats import percentile
 
 
 def binomial_two_sided_p(k: int, n: int) -> float:
