@@ -15,8 +15,8 @@ import click
 import orjson
 
 from agentbench.commands.traces import open_store, store_options
-from agentbench.evals.bisect import BisectResult, Probe, bisect
 from agentbench.evals.comparing.compare_text import describe_divergence, trials_text
+from agentbench.evals.history.bisect import BisectResult, Probe, bisect
 from agentbench.trace.code_version import find_work_tree
 
 EPILOG = """\b

@@ -13,7 +13,7 @@ import click
 import orjson
 
 from agentbench.commands.traces import open_store, parse_since, store_options
-from agentbench.evals.history import History, load_history
+from agentbench.evals.history.history import History, load_history
 from agentbench.trace.code_version import find_work_tree
 
 EPILOG = """\b

@@ -18,7 +18,7 @@ import click
 
 from agentbench.commands.traces import open_store, parse_since, reports_dir, store_options
 from agentbench.errors import UsageError
-from agentbench.evals.history import load_history
+from agentbench.evals.history.history import load_history
 from agentbench.report import resolve_eval_id, write_report
 from agentbench.report.history_page import write_history_report
 from agentbench.trace.code_version import find_work_tree

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agentbench.evals.history import EvalPoint, History
+from agentbench.evals.history.history import EvalPoint, History
 from agentbench.report.charts import Chart, series
 from agentbench.report.embed import script_json
 from agentbench.report.html import safe_name, write_page

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from agentbench.evals.git_commits import CommitInfo, describe_commits
+from agentbench.evals.history.git_commits import CommitInfo, describe_commits
 
 COUNTED = ("passed", "failed", "error")
 

@@ -28,7 +28,7 @@ import yaml
 from agentbench.errors import AgentbenchError, UsageError
 from agentbench.evals.comparing.case_changes import CaseChange
 from agentbench.evals.comparing.compare import compare_evals
-from agentbench.evals.git_commits import describe_commits, git_text
+from agentbench.evals.history.git_commits import describe_commits, git_text
 
 # One case, offline: a replayed run takes seconds; this bounds a hung one.
 PROBE_TIMEOUT_S = 900.0
