@@ -38,7 +38,7 @@ class StorageFaultError(TraceStoreError, RecordingError):
     """The store's disk refused a write: it is full, or the store is read-only (CLI exit code
     3). `store` is the store file, `file` the file the write was for (the store, its write-ahead
     log, a journal), `reason` the system's word for it; the message is the fault, then any
-    notes on what it cost, then what to do (see `faults`)."""
+    notes on what it cost, then what to do (see `storage.faults`)."""
 
     def __init__(
         self,

@@ -18,8 +18,8 @@ Redaction sees whole values before anything is cut here (request diffs keep a pr
 suffix of redacted text); what the runtime cut before us is handled by the redactor's rule for
 fragments at a truncation marker, and a streamed answer's chunks are redacted joined. A value
 the redactor learns is a secret part way through (a tool argument named `password` that the
-input already held) is masked in the run's earlier rows when it ends (see `remask`); so the
-start marker, written before anything is learned, holds neither input nor context.
+input already held) is masked in the run's earlier rows when it ends (see `redaction.remask`);
+so the start marker, written before anything is learned, holds neither input nor context.
 """
 
 from __future__ import annotations

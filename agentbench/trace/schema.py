@@ -284,7 +284,7 @@ class RunRows:
     parts: list[Callable[[], RunRows]] = field(default_factory=list)
     # Runs to mask again as they are stored, by id: the redaction rules (learned secrets
     # made literal) of a long run whose parts went to the journal before it learned a secret
-    # (see `remask`). In memory only: never journaled.
+    # (see `redaction.remask`). In memory only: never journaled.
     remask: dict[str, Any] = field(default_factory=dict)
 
     def table(self, name: str) -> list[dict[str, Any]]:

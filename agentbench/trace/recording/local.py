@@ -3,14 +3,14 @@
 A finished run is appended to the journal (durable at once) and queued; a background thread
 stores queued runs in DuckDB whenever it can take the write lock, retrying with jittered
 backoff while another process holds it, and taking whatever else queued meanwhile with it
-(group commit) up to a bound. While runs keep coming the thread keeps its connection from
-batch to batch (see `database`); it closes it once idle for `IDLE_CLOSE_S`, after a flush, when
-a reader waits and after `database.MAX_HOLD_S`, pausing a moment then, so other processes —
-writers and `agentbench traces` readers, which writers let in first (see `readers`) — get
-their turn. At exit the queue is flushed (bounded wait); if the store stays busy the journal
-is left behind and the next process to open the store ingests it, so nothing is lost either
-way. A journal is deleted (or rotated) only once every run in it is committed; runs taken for
-a batch that failed go back to the queue.
+(group commit) up to a bound. While runs keep coming the thread keeps its connection from batch
+to batch (see `storage.database`); it closes it once idle for `IDLE_CLOSE_S`, after a flush,
+when a reader waits and after `database.MAX_HOLD_S`, pausing a moment then, so other processes
+— writers and `agentbench traces` readers, which writers let in first (see `storage.readers`) —
+get their turn. At exit the queue is flushed (bounded wait); if the store stays busy the
+journal is left behind and the next process to open the store ingests it, so nothing is lost
+either way. A journal is deleted (or rotated) only once every run in it is committed; runs
+taken for a batch that failed go back to the queue.
 """
 
 from __future__ import annotations
