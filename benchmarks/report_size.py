@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from agentbench import Agent, Runner, ScriptedModel, ToolCall, tool
-from agentbench.evals import results_store
 from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.evals.running.harness import EvalRun, HarnessOptions
+from agentbench.evals.storage import results_store
 from agentbench.report import render_report, write_report
 from agentbench.trace.store import TraceStore
 

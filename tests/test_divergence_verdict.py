@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from agentbench.cli import main
-from agentbench.evals.results_store import stored_outcomes
+from agentbench.evals.storage.results_store import stored_outcomes
 from agentbench.replay.cassette import Cassette
 from agentbench.replay.models import ReplayModel
 from agentbench.replay.session import record_session

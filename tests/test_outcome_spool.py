@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from agentbench.evals.comparing.stats import TrialOutcome, summarize
-from agentbench.evals.results_store import iter_stored_outcomes, stored_outcomes
 from agentbench.evals.running.harness import EvalRun, Harness, HarnessOptions
 from agentbench.evals.running.outcome_spool import OutcomeSpool
+from agentbench.evals.storage.results_store import iter_stored_outcomes, stored_outcomes
 from agentbench.evals.suites.dataset import discover
 from agentbench.trace.code_version import anchor
 from agentbench.trace.store import TraceStore

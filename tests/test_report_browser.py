@@ -20,9 +20,9 @@ import pytest
 from test_report_html import PAYLOADS, make_comparison, record_eval
 
 from agentbench import Agent, Runner, ScriptedModel
-from agentbench.evals import results_store
 from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.evals.running.harness import EvalRun, HarnessOptions
+from agentbench.evals.storage import results_store
 from agentbench.report import write_diff_report, write_report
 from agentbench.report.page import PAGE_SIZE
 from agentbench.trace.store import TraceStore

@@ -16,10 +16,10 @@ import orjson
 import pytest
 
 from agentbench.cli import main
-from agentbench.evals import results_store
 from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.evals.history.history import load_history
 from agentbench.evals.running.harness import EvalRun, HarnessOptions
+from agentbench.evals.storage import results_store
 from agentbench.report.history_page import write_history_report
 from agentbench.trace.store import TraceStore
 

@@ -20,9 +20,9 @@ from markupsafe import escape
 
 from agentbench import Agent, Runner, ScriptedModel, ToolCall, tool
 from agentbench.cli import main
-from agentbench.evals import results_store
 from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.evals.running.harness import EvalRun, HarnessOptions
+from agentbench.evals.storage import results_store
 from agentbench.replay.convert import stored_trajectory
 from agentbench.replay.diff import align
 from agentbench.report import render_report, write_diff_report, write_report

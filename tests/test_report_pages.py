@@ -23,10 +23,10 @@ from test_report_history import record
 from test_report_html import PAYLOADS, make_comparison, record_eval
 
 from agentbench import Agent, Runner, ScriptedModel, ToolCall, tool
-from agentbench.evals import results_store
 from agentbench.evals.comparing.stats import TrialOutcome
 from agentbench.evals.history.history import load_history
 from agentbench.evals.running.harness import EvalRun, HarnessOptions
+from agentbench.evals.storage import results_store
 from agentbench.report import write_report
 from agentbench.report.history_page import write_history_report
 from agentbench.trace.store import TraceStore

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agentbench.errors import UsageError
-from agentbench.evals import results_store
 from agentbench.evals.comparing.own_verdict import own_verdict
+from agentbench.evals.storage import results_store
 from agentbench.evals.suites.suite_models import Suite
 from agentbench.report import html as report_html
 from agentbench.report import render_report, write_report

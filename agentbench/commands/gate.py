@@ -19,9 +19,9 @@ import orjson
 from agentbench.commands.run_outputs import finish, gate_options, judge, show, write_outputs
 from agentbench.commands.traces import open_store, reports_dir, store_options
 from agentbench.errors import UsageError
-from agentbench.evals.results_store import iter_stored_outcomes
 from agentbench.evals.running.harness import EvalRun
 from agentbench.evals.running.outcome_spool import OutcomeSpool
+from agentbench.evals.storage.results_store import iter_stored_outcomes
 from agentbench.report.loading import resolve_eval_id
 from agentbench.trace.code_version import find_work_tree
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from agentbench.commands.traces import open_store
-from agentbench.evals.merging import merge as merge_sources
+from agentbench.evals.storage.merging import merge as merge_sources
 
 
 @click.command(

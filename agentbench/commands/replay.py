@@ -20,7 +20,6 @@ import orjson
 from agentbench.boundary.target import CallableTarget
 from agentbench.commands.traces import open_store, reports_dir, store_options
 from agentbench.errors import UsageError
-from agentbench.evals import results_store
 from agentbench.evals.comparing.compare import compare_evals
 from agentbench.evals.comparing.compare_text import comparison_text
 from agentbench.evals.running.harness import (
@@ -30,6 +29,7 @@ from agentbench.evals.running.harness import (
     missing_live_model,
     run_setup,
 )
+from agentbench.evals.storage import results_store
 from agentbench.evals.suites.dataset import load_suite
 from agentbench.evals.suites.suite_models import Suite
 from agentbench.loading import load_object

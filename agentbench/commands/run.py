@@ -39,11 +39,11 @@ from agentbench.commands.traces import open_store, store_options
 from agentbench.errors import UsageError
 from agentbench.evals.comparing.against import run_against
 from agentbench.evals.comparing.baseline import check_baseline_spec
-from agentbench.evals.lake import lake_folder, write_lake
-from agentbench.evals.results_store import check_resumable
 from agentbench.evals.running.executors import make_executor
 from agentbench.evals.running.harness import Harness, HarnessOptions
 from agentbench.evals.running.shards import Shard
+from agentbench.evals.storage.lake import lake_folder, write_lake
+from agentbench.evals.storage.results_store import check_resumable
 from agentbench.evals.suites.dataset import discover
 from agentbench.replay.cassette import RecordMode
 from agentbench.trace.code_version import anchor, code_version, find_work_tree

@@ -36,9 +36,9 @@ from agentbench.evals.comparing.compare import Comparison, compare_evals
 from agentbench.evals.comparing.compare_text import comparison_text
 from agentbench.evals.comparing.gate import StrictXfail
 from agentbench.evals.comparing.verdict import ERROR, EXIT_USAGE, GateRules, Verdict, decide
-from agentbench.evals.results_store import eval_config, keep_verdict
 from agentbench.evals.running.completion import completion_of
 from agentbench.evals.running.shards import Shard, ShardSet
+from agentbench.evals.storage.results_store import eval_config, keep_verdict
 from agentbench.report import write_report
 from agentbench.trace.errors import StoreReadOnlyError
 

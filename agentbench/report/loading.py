@@ -22,7 +22,7 @@ import orjson
 
 from agentbench.errors import UsageError
 from agentbench.evals.comparing.stats import TrialOutcome
-from agentbench.evals.results_store import stored_outcomes, stored_verdict
+from agentbench.evals.storage.results_store import stored_outcomes, stored_verdict
 from agentbench.trace.schema import (
     ContextDiffRecord,
     EventRecord,

@@ -21,7 +21,6 @@ from typing import Any
 import orjson
 
 from agentbench.errors import UsageError
-from agentbench.evals import results_store
 from agentbench.evals.comparing.baseline import stored_evals
 from agentbench.evals.comparing.case_changes import (
     CaseChange,
@@ -39,6 +38,7 @@ from agentbench.evals.comparing.significance import (
     sign_test_p,
 )
 from agentbench.evals.comparing.stats import TrialOutcome
+from agentbench.evals.storage import results_store
 from agentbench.replay.convert import conversations
 from agentbench.replay.diff import Divergence, align, by_cause
 from agentbench.replay.drift import Change

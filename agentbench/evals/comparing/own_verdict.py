@@ -18,9 +18,9 @@ import orjson
 from agentbench.evals.comparing.gate import StrictXfail
 from agentbench.evals.comparing.stats import TrialOutcome, summarize
 from agentbench.evals.comparing.verdict import GateRules, Verdict, decide
-from agentbench.evals.results_store import eval_config
 from agentbench.evals.running.completion import completion_of
 from agentbench.evals.running.shards import ShardSet
+from agentbench.evals.storage.results_store import eval_config
 
 NOTE = (
     "no verdict was kept with this eval, so this is its own rule, without a baseline "

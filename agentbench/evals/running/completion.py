@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from agentbench.evals.results_store import SELECTION_FLAGS
+from agentbench.evals.storage.results_store import SELECTION_FLAGS
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from typing import Any
 from agentbench.boundary.command import CommandAgent, CommandTarget
 from agentbench.boundary.target import CallableTarget
 from agentbench.errors import AgentbenchError, UsageError, one_line
-from agentbench.evals import results_store
 from agentbench.evals.comparing.stats import Summary, TrialOutcome, divergence_verdict, summarize
 from agentbench.evals.running.case_runner import CasePlan, CaseSetupError, LiveModelError, run_case
 from agentbench.evals.running.executors import Executor, LocalExecutor
@@ -33,6 +32,7 @@ from agentbench.evals.running.judging import JudgeRecorder
 from agentbench.evals.running.outcome_spool import OutcomeSpool
 from agentbench.evals.running.shards import Shard, recorded_calls, shared_eval_id, trial_name
 from agentbench.evals.scorers import Score, ScoreContext, score_all
+from agentbench.evals.storage import results_store
 from agentbench.evals.suites.case_files import CaseBrief
 from agentbench.evals.suites.suite_models import DEFAULT_LIVE_MAX_TOKENS
 from agentbench.replay import cassette_cache

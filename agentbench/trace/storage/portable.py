@@ -12,7 +12,7 @@ Evals merge rather than skip: the shards of one eval (`run --shard K/N`, one eva
 as separate stores or exports, each with the eval's row and its part of the results, so a
 result is added unless the store has that very row, and an eval the store has already takes
 the earliest start, the latest finish and the union of the shards it was run in. Its
-summary is the evals layer's to recompute (`evals.merging`).
+summary is the evals layer's to recompute (`evals.storage.merging`).
 """
 
 from __future__ import annotations

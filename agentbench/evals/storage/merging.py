@@ -20,8 +20,8 @@ import orjson
 
 from agentbench.errors import UsageError
 from agentbench.evals.comparing.stats import summarize
-from agentbench.evals.results_store import iter_stored_outcomes, redactor_for
 from agentbench.evals.running.shards import ShardSet
+from agentbench.evals.storage.results_store import iter_stored_outcomes, redactor_for
 from agentbench.trace.storage.portable import MANIFEST
 from agentbench.trace.store import TraceStore
 
