@@ -22,9 +22,7 @@ from agentbench.cli import cli
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site")
+def build_site(out: Path) -> None:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     built = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
@@ -37,7 +35,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if built.returncode != 0:
         output = built.stdout + built.stderr
         pytest.fail(f"mkdocs build --strict failed (exit {built.returncode}):\n{output}", False)
-    return out
 
 
 def command_paths(group: click.Group, prefix: str = "agentbench") -> list[str]:
@@ -50,18 +47,15 @@ def command_paths(group: click.Group, prefix: str = "agentbench") -> list[str]:
     return paths
 
 
-def test_the_site_builds_strict(site: Path) -> None:
-    assert (site / "index.html").is_file()
+def test_the_site_builds_strict_with_every_command_and_public_name(tmp_path: Path) -> None:
+    build_site(tmp_path)
+    assert (tmp_path / "index.html").is_file()
 
-
-def test_the_cli_reference_has_every_command(site: Path) -> None:
-    page = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
-    missing = [path for path in command_paths(cli) if f'id="{path}"' not in page]
+    cli_page = (tmp_path / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    missing = [path for path in command_paths(cli) if f'id="{path}"' not in cli_page]
     assert not missing, f"commands missing from docs/reference/cli.md: {missing}"
 
-
-def test_the_api_reference_has_every_public_name(site: Path) -> None:
-    page = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
+    api_page = (tmp_path / "reference" / "api" / "index.html").read_text(encoding="utf-8")
     names = [name for name in agentbench.__all__ if not name.startswith("_")]
-    missing = [name for name in names if f'id="agentbench.{name}"' not in page]
+    missing = [name for name in names if f'id="agentbench.{name}"' not in api_page]
     assert not missing, f"names of agentbench.__all__ missing from docs/reference/api.md: {missing}"
