@@ -32,8 +32,9 @@ from agentbench.ci import (
 from agentbench.commands import summary as summary_text
 from agentbench.errors import UsageError
 from agentbench.evals.comparing.baseline import find_baseline
-from agentbench.evals.comparing.compare import Comparison, compare_evals
+from agentbench.evals.comparing.compare import compare_evals
 from agentbench.evals.comparing.compare_text import comparison_text
+from agentbench.evals.comparing.comparison import Comparison
 from agentbench.evals.comparing.gate import StrictXfail
 from agentbench.evals.comparing.verdict import ERROR, EXIT_USAGE, GateRules, Verdict, decide
 from agentbench.evals.running.completion import completion_of

@@ -7,15 +7,13 @@ behaved differently, and a case whose scores did not move but whose trajectory d
 `behaviour_changed`), and tests whether the pass rate dropped (`significance`). When both
 evals replayed their cassettes, it also checks, for each case whose tokens or cost moved,
 whether both sides were served the same recorded usage (`recorded_usage`): only then is the
-change the code's, and the gate's to judge. The `Comparison` is plain data: `as_dict()` is
-what the HTML report, the markdown summary and `agentbench diff --json` render.
+change the code's, and the gate's to judge. The result is a `comparison.Comparison`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -30,6 +28,7 @@ from agentbench.evals.comparing.case_changes import (
     mark_behaviour_changed,
     sort_key,
 )
+from agentbench.evals.comparing.comparison import Comparison
 from agentbench.evals.comparing.gate import StrictXfail, gate
 from agentbench.evals.comparing.significance import (
     CaseCounts,
@@ -46,68 +45,6 @@ from agentbench.replay.stored_events import events_of
 from agentbench.replay.trajectory import Step, model_call_position, trajectory
 from agentbench.trace._json import loads
 from agentbench.trace.schema import RunTrace
-
-SIGNIFICANCE_LEVEL = 0.05
-
-
-@dataclass
-class Comparison:
-    """Two evals compared; `as_dict()` has the shape every renderer reads."""
-
-    baseline_eval: str
-    current_eval: str
-    baseline_rate: float | None
-    current_rate: float | None
-    delta: float | None
-    ci95: tuple[float, float] | None
-    p_value: float | None
-    paired_cases: int  # cases with counted trials in both evals: what the test is over
-    cases: list[CaseChange] = field(default_factory=list)
-    gate_failed: bool = False
-    gate_reasons: list[str] = field(default_factory=list)
-    suites_only_in_baseline: list[str] = field(default_factory=list)  # not compared
-    suites_only_in_current: list[str] = field(default_factory=list)  # not compared
-    baseline_version: str | None = None  # the baseline eval's code_version
-    replayed: bool = False  # neither eval called a live model: usage comes from recordings
-
-    @property
-    def baseline_dirty(self) -> bool:
-        """The baseline ran uncommitted code: its failures cannot excuse this eval's."""
-        return bool(self.baseline_version and "+" in self.baseline_version)
-
-    @property
-    def significant_drop(self) -> bool:
-        return (
-            self.p_value is not None
-            and self.p_value < SIGNIFICANCE_LEVEL
-            and self.delta is not None
-            and self.delta < 0
-        )
-
-    def of_kind(self, *kinds: str) -> list[CaseChange]:
-        return [c for c in self.cases if c.kind in kinds]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "baseline_eval": self.baseline_eval,
-            "current_eval": self.current_eval,
-            "pass_rate": {
-                "baseline": self.baseline_rate,
-                "current": self.current_rate,
-                "delta": self.delta,
-                "ci95": list(self.ci95) if self.ci95 is not None else None,
-            },
-            "p_value": self.p_value,
-            "significant_drop": self.significant_drop,
-            "gate": {"failed": self.gate_failed, "reasons": list(self.gate_reasons)},
-            "cases": [c.as_dict() for c in self.cases],
-            "baseline_version": self.baseline_version,
-            "replayed": self.replayed,
-            "not_compared": {
-                "suites_only_in_baseline": list(self.suites_only_in_baseline),
-                "suites_only_in_current": list(self.suites_only_in_current),
-            },
-        }
 
 
 def compare_evals(

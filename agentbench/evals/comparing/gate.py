@@ -22,12 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from agentbench.evals.comparing.case_changes import CaseChange
-    from agentbench.evals.comparing.compare import Comparison
-
+from agentbench.evals.comparing.case_changes import CaseChange
+from agentbench.evals.comparing.comparison import Comparison
 
 REASON_CHARS = 160  # a gate reason quotes the case's first failing reason, cut to this
 

@@ -23,7 +23,7 @@ from agentbench.errors import UsageError, one_line
 from agentbench.evals.comparing.gate import StrictXfail, clip, gate, xpass_reason
 
 if TYPE_CHECKING:
-    from agentbench.evals.comparing.compare import Comparison
+    from agentbench.evals.comparing.comparison import Comparison
     from agentbench.evals.comparing.stats import Summary, TrialOutcome
     from agentbench.evals.running.completion import Completion
     from agentbench.evals.running.shards import Shard, ShardSet
