@@ -39,7 +39,7 @@ from agentbench.commands.traces import open_store, store_options
 from agentbench.errors import UsageError
 from agentbench.evals.comparing.against import run_against
 from agentbench.evals.comparing.baseline import check_baseline_spec
-from agentbench.evals.running.executors import make_executor
+from agentbench.evals.running.executor_choice import make_executor
 from agentbench.evals.running.harness import Harness, HarnessOptions
 from agentbench.evals.running.shards import Shard
 from agentbench.evals.storage.lake import lake_folder, write_lake

@@ -4,21 +4,18 @@ The harness plans the trials (selection, shards, resumed ones) and owns the eval
 the store, the results. An executor only runs the queued trials and hands each finished one
 back through `Finished` — the local one as asyncio tasks in this process, the Ray one
 (`ray_executor`, the `ray` extra) as Ray tasks of a batch of trials each. Nothing else
-differs, so a gate, a report or a merge cannot tell which ran an eval.
+differs, so a gate, a report or a merge cannot tell which ran an eval. What an executor needs
+of the harness is `TrialRunner`; `executor_choice` makes the one `--executor NAME` asks for.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
-
-from agentbench.errors import UsageError
 
 if TYPE_CHECKING:
     from agentbench.evals.comparing.stats import TrialOutcome
-    from agentbench.evals.running.harness import Harness
     from agentbench.trace.schema import RunRows
 
 # A queued trial: (suite, agent, case, trial number).
@@ -28,11 +25,23 @@ Queued = tuple[Any, Any, Any, int]
 Finished = Callable[["TrialOutcome"], None]
 
 
+class TrialRunner(Protocol):
+    """What an executor needs of the harness: its options (`concurrency`; the Ray executor
+    sends them to its workers), its store, and one trial run and scored."""
+
+    options: Any
+    store: Any
+
+    async def run_trial(
+        self, suite: Any, agent: Any, case: Any, trial: int = 1, *, eval_id: str | None = None
+    ) -> TrialOutcome: ...
+
+
 class Executor(Protocol):
     name: str
 
     async def run(
-        self, harness: Harness, queued: Iterable[Queued], eval_id: str, finished: Finished
+        self, harness: TrialRunner, queued: Iterable[Queued], eval_id: str, finished: Finished
     ) -> None: ...
 
 
@@ -42,7 +51,7 @@ class LocalExecutor:
     name = "local"
 
     async def run(
-        self, harness: Harness, queued: Iterable[Queued], eval_id: str, finished: Finished
+        self, harness: TrialRunner, queued: Iterable[Queued], eval_id: str, finished: Finished
     ) -> None:
         # As many workers as trials run at once, each taking the next trial when its last is
         # done: a task per trial, made up front, would hold a coroutine and a task for every
@@ -55,25 +64,6 @@ class LocalExecutor:
                 finished(await harness.run_trial(suite, agent, case, trial, eval_id=eval_id))
 
         await asyncio.gather(*(worker() for _ in range(harness.options.concurrency)))
-
-
-def make_executor(name: str, address: str | None = None, root: Path | None = None) -> Executor:
-    """The executor `--executor NAME` asks for."""
-    if name == "local":
-        if address is not None:
-            raise UsageError("--ray-address goes with --executor ray")
-        return LocalExecutor()
-    if name == "ray":
-        try:
-            from agentbench.evals.running.ray_executor import RayExecutor
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.split(".")[0] == "ray":
-                raise UsageError(
-                    "--executor ray needs the ray extra: pip install 'agentbench[ray]'"
-                ) from None
-            raise
-        return RayExecutor(address=address, root=root)
-    raise UsageError(f"--executor {name!r}: expected local or ray")
 
 
 def store_batch(store: Any, rows: RunRows) -> None:

@@ -24,19 +24,24 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 
 from agentbench.errors import AgentbenchError, UsageError, one_line
-from agentbench.evals.running.executors import Finished, LocalExecutor, Queued, store_batch
+from agentbench.evals.running.executors import (
+    Finished,
+    LocalExecutor,
+    Queued,
+    TrialRunner,
+    store_batch,
+)
+from agentbench.evals.running.harness import Harness, agent_for, run_setup
+from agentbench.evals.suites.dataset import load_suite
 from agentbench.trace.recorder import RunLabels, TraceRecorder
 from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.redaction.rules import RedactionRules
 from agentbench.trace.schema import RunRows
-
-if TYPE_CHECKING:
-    from agentbench.evals.running.harness import Harness
 
 # Left out of what is shipped to the cluster: environments, stores, reports, history.
 SHIPPED_EXCLUDES = [
@@ -103,9 +108,6 @@ _loaded: dict[str, tuple[Any, Any]] = {}  # suite folder → (suite, agent), per
 
 def _suite(folder: str) -> tuple[Any, Any]:
     if folder not in _loaded:
-        from agentbench.evals.running.harness import agent_for, run_setup
-        from agentbench.evals.suites.dataset import load_suite
-
         suite = load_suite(Path(folder))
         run_setup(suite)  # before the agent: it builds what the agent may open at import
         agent = agent_for(suite)
@@ -117,8 +119,6 @@ def run_batch(
     eval_id: str, batch: list[tuple[str, str, int]], options: Any, redaction: RedactionRules
 ) -> tuple[list[Any], RunRows]:
     """Run one batch of trials in a worker: their outcomes, and the rows of their runs."""
-    from agentbench.evals.running.harness import Harness
-
     store = BatchStore(redaction)
     harness = Harness(store, options)
     queued: list[Queued] = []
@@ -195,7 +195,7 @@ class RayExecutor:
         return [items[i : i + size] for i in range(0, len(items), size)]
 
     async def run(
-        self, harness: Harness, queued: Iterable[Queued], eval_id: str, finished: Finished
+        self, harness: TrialRunner, queued: Iterable[Queued], eval_id: str, finished: Finished
     ) -> None:
         options = harness.options
         if options.live and options.record_mode.value != "none":
