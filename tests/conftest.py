@@ -2,7 +2,8 @@
 
 Outbound connections are allowed only to loopback (the bundled OpenAI-compatible server);
 provider credentials from the developer's environment are removed so nothing goes live. Parsed
-cassettes are cached in a folder of the test session's own, not the developer's.
+cassettes are cached in a folder of the test session's own, not the developer's. Tests run on
+pytest-xdist workers, one per core: what a test writes lives under its own tmp_path.
 """
 
 from __future__ import annotations
@@ -70,6 +71,16 @@ def _fresh_suite_code() -> object:
     yield
     sys.path[:] = path
     _forget_suite_code()
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadscope` (pyproject's addopts) hands the workers a test file at a time."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.work_units import FileScheduling
+
+    return FileScheduling(config, log)
 
 
 pytest_plugins = ["pytester"]

@@ -18,12 +18,14 @@ the checkout.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
@@ -268,11 +270,13 @@ def git(checkout: Path, *args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def baselines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, str]]:
-    """Per suite: a committed checkout with one baseline eval in its store (shared by the
-    journeys of that suite)."""
-    made = {}
-    for suite in CHANGES:
+def baseline_of(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Path, str]]:
+    """Per suite, made on its first journey: a committed checkout with one baseline eval in its
+    store (shared by that suite's journeys; a suite's journeys run on one pytest-xdist worker,
+    tests/work_units.py)."""
+
+    @functools.cache
+    def baseline(suite: str) -> tuple[Path, str]:
         checkout = tmp_path_factory.mktemp(f"journey-{suite}") / "repo"
         golden = checkout / "golden"
         shutil.copytree(ROOT / "golden" / suite, golden / suite, ignore=_generated)
@@ -288,8 +292,9 @@ def baselines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path,
         git(checkout, "commit", "-qm", f"{suite} suite")
         first = agentbench(checkout, "run", f"golden/{suite}", "--json", "--no-report")
         assert first.code == 0, first.err + first.out
-        made[suite] = (checkout, first.json()["eval_id"])
-    return made
+        return checkout, first.json()["eval_id"]
+
+    return baseline
 
 
 def _generated(folder: str, names: list[str]) -> list[str]:
@@ -308,11 +313,16 @@ FIRST = re.compile(r"first divergence — step (\d+) \(([\w-]+)\) (\w+): (.+)")
 REGRESSED = re.compile(r"^  - (\w+)/([\w-]+) \((\S+\.yaml):(\d+)\) ", re.MULTILINE)
 
 
+# The ids start with the suite: tests/work_units.py hands a suite's journeys to one worker.
+@pytest.mark.slow
 @pytest.mark.parametrize(("suite", "journey"), JOURNEYS, ids=[f"{s}-{c.kind}" for s, c in JOURNEYS])
 def test_the_whole_path(
-    suite: str, journey: Change, baselines: dict[str, tuple[Path, str]], tmp_path: Path
+    suite: str,
+    journey: Change,
+    baseline_of: Callable[[str], tuple[Path, str]],
+    tmp_path: Path,
 ) -> None:
-    source, baseline = baselines[suite]
+    source, baseline = baseline_of(suite)
     checkout = tmp_path / "repo"
     shutil.copytree(source, checkout, symlinks=True)
     apply(checkout, suite, journey.edits)
