@@ -61,7 +61,7 @@ from agentbench.boundary.server import BoundaryServer
 from agentbench.boundary.target import CallableTarget, TargetContext
 from agentbench.boundary.wire import Wire
 from agentbench.evals.running.boundary_case import run_boundary_case
-from agentbench.evals.running.case_runner import CasePlan
+from agentbench.evals.running.case_trial import CasePlan
 from agentbench.replay.cassette import Cassette, RecordMode
 from agentbench.replay.tool_policy import ToolPolicies
 from agentbench.runtime.openai_model import OpenAIModel

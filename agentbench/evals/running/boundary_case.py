@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from agentbench.boundary.session import forwarder_for, keep_offline, run_turns, variables_of
 from agentbench.boundary.target import CallableTarget
-from agentbench.evals.running.case_runner import CasePlan, CaseRun, model_for, settle
+from agentbench.evals.running.case_trial import CasePlan, CaseRun, model_for, settle
 from agentbench.runtime.models import ChatModel
 
 
