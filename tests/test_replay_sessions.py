@@ -12,7 +12,8 @@ import pytest
 
 from agentbench import Agent, RunContext, ScriptedModel, StopReason, ToolCall, tool
 from agentbench.cli import main
-from agentbench.evals.running.case_trial import CasePlan, run_case
+from agentbench.evals.running.case_runner import run_case
+from agentbench.evals.running.case_trial import CasePlan
 from agentbench.loading import load_object
 from agentbench.replay.cassette import Cassette, RecordMode
 from agentbench.replay.diff import align

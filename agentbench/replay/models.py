@@ -13,7 +13,7 @@ after retries, a timeout) is recorded too, and replays as the same error. One th
 the infrastructure's sake (no connection, a timeout, 401/403/404, 408/409/429, a 5xx after
 retries, as opposed to a request the provider refused as malformed) is also kept in `failure`:
 it says nothing about the code, so the eval harness then writes no cassette at all and reports
-the case as an infrastructure error (`case_runner`). A call the recording has no answer for is
+the case as an infrastructure error (`case_trial`). A call the recording has no answer for is
 kept in
 `ReplayModel.unanswered`: the run then ends in an error the recording never had, which is a
 divergence however alike the two runs end (`unanswered_divergences`).

@@ -1,4 +1,7 @@
-"""Run one case of a suite once: the model from its cassette (or live), then score it.
+"""One trial of one case, whatever its target: its plan (`CasePlan`), what running it produced
+(`CaseRun`), the model it talks to (`model_for`) and what it leaves once its turns are over
+(`settle`: a live model's failure raised, what the replay found, the recording written).
+`case_runner` runs an agentbench Agent's turns, `boundary_case` a boundary target's.
 
 Replay is the default: the case's cassette answers every model call and the current agent
 code does everything else, so a changed prompt or tool shows up as a changed result. Live
@@ -18,10 +21,8 @@ model answers from that call on, so what is scored is the real continuation.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,27 +34,23 @@ from agentbench.evals.comparing.compare_text import describe_divergence
 from agentbench.evals.comparing.stats import divergence_verdict
 from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
 from agentbench.replay.diff import Divergence, align, by_cause
-from agentbench.replay.fallback_paths import fallback_drifts, with_fallback_drifts
 from agentbench.replay.faults import Served
 from agentbench.replay.models import (
     Drift,
     DriftAt,
     RecordingModel,
     ReplayModel,
-    budget_stop,
     locate_drifts,
-    tool_stops,
     unanswered_divergences,
 )
-from agentbench.replay.session import continue_conversation, conversation_metadata
-from agentbench.replay.tool_policy import ReplayTools, ToolPolicies, ToolPolicy
+from agentbench.replay.session import conversation_metadata
+from agentbench.replay.tool_policy import ToolPolicies
 from agentbench.replay.trajectory import Step, model_call_position, trajectory
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.context import Context
 from agentbench.runtime.events import Hook
 from agentbench.runtime.models import ChatModel, Usage
 from agentbench.runtime.run_state import RunResult
-from agentbench.runtime.runner import Runner
 
 
 class CaseSetupError(AgentbenchError):
@@ -294,87 +291,6 @@ def model_for(plan: CasePlan) -> tuple[ChatModel, Cassette | None]:
             raise CaseSetupError(f"case {plan.case_id!r}: {exc}") from None
         return served, cassette
     return ReplayModel(cassette, **settings), cassette
-
-
-def _history(previous: RunResult | None, turn: str | list[dict[str, Any]]) -> Any:
-    # The same rule replay applies to a multi-turn cassette, so both see the same requests.
-    return continue_conversation(previous, turn)
-
-
-async def run_case(plan: CasePlan) -> CaseRun:
-    """Run every turn of the case; never scores, never raises for the agent's own failures
-    (a live model's infrastructure failure is not the agent's: LiveModelError)."""
-    if isinstance(plan.agent, CallableTarget):  # the user's own function: served over HTTP
-        from agentbench.evals.running.boundary_case import run_boundary_case
-
-        return await run_boundary_case(plan)
-    return await _run_agent_case(plan)
-
-
-async def _run_agent_case(plan: CasePlan) -> CaseRun:
-    """`run_case` for an agentbench Agent: the runner, with the model and tools replayed."""
-    existed = plan.cassette.is_file()
-    model, cassette = model_for(plan)
-    recorded_tools = cassette.info.get("tool_results", ()) if cassette else ()
-    requests = (i.request for i in cassette.interactions) if cassette else ()
-    policies = plan.tools
-    if isinstance(model, RecordingModel):
-        # A fresh recording has no results to replay: the tools it records must really run.
-        policies = dataclasses.replace(
-            policies,
-            default=ToolPolicy.LIVE
-            if policies.default is ToolPolicy.RECORDED
-            else policies.default,
-            per_tool={
-                name: ToolPolicy.LIVE if rule is ToolPolicy.RECORDED else rule
-                for name, rule in policies.per_tool.items()
-            },
-        )
-    stops = tool_stops(cassette.info) if cassette is not None else ()
-    tools = ReplayTools(policies, recorded_tools, requests, stops)
-    outcome = CaseRun()
-
-    tool_calls = [0, 0]  # started, finished: where a clock stop falls among tool calls
-
-    def note_budget_stop(event: Any) -> None:
-        kind = event.kind
-        if kind == "tool_started":
-            tool_calls[0] += 1
-        elif kind == "tool_finished":
-            tool_calls[1] += 1
-        elif kind == "run_finished":
-            answered = getattr(model, "answered", 0)
-            stop = budget_stop(answered, event, (tool_calls[0], tool_calls[1]))
-            if stop is not None:
-                outcome.budget_stops.append(stop)
-
-    hooks = [*plan.hooks, note_budget_stop]
-    started = time.perf_counter()
-    context: Any = plan.context
-    previous: RunResult | None = None
-    try:
-        for turn in plan.turns:
-            result = await Runner.run(
-                plan.agent,
-                _history(previous, turn),
-                model=model,
-                context=context,
-                hooks=hooks,
-                tool_interceptor=tools,
-                store=plan.store,
-            )
-            outcome.turns.append(result)
-            previous, context = result, result.context
-    finally:
-        closer = getattr(model, "aclose", None)
-        if closer is not None:  # a live model's connections belong to this event loop
-            await closer()
-    outcome.duration_ms = (time.perf_counter() - started) * 1000
-    drifts = None
-    if isinstance(model, ReplayModel):
-        events = [event for turn in outcome.turns for event in turn.all_events]
-        drifts = with_fallback_drifts(model.drifts, fallback_drifts(plan.agent, events))
-    return settle(plan, model, cassette, outcome, existed=existed, drifts=drifts)
 
 
 def settle(

@@ -26,7 +26,8 @@ from agentbench.boundary.command import CommandAgent, CommandTarget
 from agentbench.boundary.target import CallableTarget
 from agentbench.errors import AgentbenchError, UsageError, one_line
 from agentbench.evals.comparing.stats import Summary, TrialOutcome, divergence_verdict, summarize
-from agentbench.evals.running.case_trial import CasePlan, CaseSetupError, LiveModelError, run_case
+from agentbench.evals.running.case_runner import run_case
+from agentbench.evals.running.case_trial import CasePlan, CaseSetupError, LiveModelError
 from agentbench.evals.running.executors import Executor, LocalExecutor
 from agentbench.evals.running.judging import JudgeRecorder
 from agentbench.evals.running.outcome_spool import OutcomeSpool
