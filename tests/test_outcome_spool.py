@@ -88,7 +88,9 @@ def test_a_sealed_spool_takes_nothing_more_and_an_empty_one_reads_empty() -> Non
         spool.append(outcome("s", "c", 2))
 
 
-def test_the_spool_leaves_no_file_behind() -> None:
+def test_the_spool_leaves_no_file_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A temporary folder of this test's own: other tests' spools (other workers) come and go.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before = set(os.listdir(tempfile.gettempdir()))
     spool = OutcomeSpool()
     spool.extend(generated(20))
