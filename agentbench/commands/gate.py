@@ -16,8 +16,9 @@ from pathlib import Path
 import click
 import orjson
 
-from agentbench.commands.run_outputs import finish, gate_options, judge, show, write_outputs
-from agentbench.commands.traces import open_store, reports_dir, store_options
+from agentbench.commands.options import Gating, Outputs, StoreOptions, gate_options, gathered
+from agentbench.commands.run_outputs import conclude
+from agentbench.commands.traces import store_options
 from agentbench.errors import UsageError
 from agentbench.evals.running.harness import EvalRun
 from agentbench.evals.running.outcome_spool import OutcomeSpool
@@ -36,23 +37,10 @@ Examples:
 @click.argument("eval_id")
 @gate_options
 @store_options
-def gate(
-    eval_id: str,
-    baseline: str | None,
-    budget_pct: float,
-    fail_under: float | None,
-    fail_on_change: bool,
-    strict_xfail: bool,
-    junit: Path | None,
-    summary_md: Path | None,
-    report_dir: Path | None,
-    no_report: bool,
-    as_json: bool,
-    db: Path | None,
-    wait_s: float,
-) -> int:
+@gathered(gating=Gating, outputs=Outputs, storage=StoreOptions)
+def gate(eval_id: str, gating: Gating, outputs: Outputs, storage: StoreOptions) -> int:
     """Gate stored eval EVAL_ID (or `latest`) as `agentbench run` gates the eval it runs."""
-    store = open_store(db, wait_s, existing=True)
+    store = storage.open(existing=True)
     eval_id = resolve_eval_id(store, eval_id)
     with store.reading() as conn:
         row = conn.execute(
@@ -72,25 +60,4 @@ def gate(
         started_at=row[2],
     )
     repo = find_work_tree(Path.cwd()) or Path.cwd()
-    verdict = judge(
-        store,
-        result,
-        None,
-        baseline,
-        repo=repo,
-        budget_pct=budget_pct,
-        fail_under=fail_under,
-        fail_on_change=fail_on_change,
-        strict_xfail=strict_xfail,
-    )
-    written = write_outputs(
-        store,
-        result,
-        verdict,
-        report_dir=None if no_report else reports_dir(report_dir),
-        junit=junit,
-        summary_md=summary_md,
-        as_json=as_json,
-    )
-    show(result, verdict, written, store_path=store.path, fail_under=fail_under, as_json=as_json)
-    return finish(verdict, written)
+    return conclude(store, result, gating, outputs, repo=repo, reports=repo / "reports")

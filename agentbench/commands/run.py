@@ -26,30 +26,32 @@ import click
 from agentbench.commands import summary as summary_text
 from agentbench.commands.interrupted import command_line, explains_interruption
 from agentbench.commands.interrupted import note as interruption_note
-from agentbench.commands.run_outputs import (
-    check_shard_options,
-    finish,
+from agentbench.commands.options import (
+    Execution,
+    Gating,
+    ModelCalls,
+    Outputs,
+    Selection,
+    StoreOptions,
+    check_shard,
     gate_options,
-    judge,
-    nothing_runnable,
-    show,
-    write_outputs,
+    gathered,
 )
-from agentbench.commands.traces import open_store, store_options
+from agentbench.commands.run_outputs import conclude, nothing_runnable
+from agentbench.commands.traces import store_options
 from agentbench.errors import UsageError
 from agentbench.evals.comparing.against import run_against
 from agentbench.evals.comparing.baseline import check_baseline_spec
 from agentbench.evals.running.executor_choice import make_executor
 from agentbench.evals.running.harness import Harness, HarnessOptions
-from agentbench.evals.running.shards import Shard
-from agentbench.evals.storage.lake import lake_folder, write_lake
+from agentbench.evals.storage.lake import write_lake
 from agentbench.evals.storage.results_store import check_resumable
 from agentbench.evals.suites.dataset import discover
 from agentbench.replay.cassette import RecordMode
 from agentbench.trace.code_version import anchor, code_version, find_work_tree
 from agentbench.trace.store import default_path
 
-EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
+EXIT_USAGE = 2
 
 
 @click.command(
@@ -166,40 +168,25 @@ Examples:
 @gate_options
 @store_options
 @explains_interruption(command_line)
+@gathered(
+    selection=Selection,
+    calls=ModelCalls,
+    execution=Execution,
+    outputs=Outputs,
+    gating=Gating,
+    storage=StoreOptions,
+)
 def run(
-    paths: tuple[Path, ...],
-    trials: int | None,
-    concurrency: int,
-    filters: tuple[str, ...],
-    live: bool,
-    record_mode: str | None,
-    model: str | None,
-    base_url: str | None,
-    strict: bool,
-    allow_drift: bool,
-    live_from_divergence: bool,
-    fail_under: float | None,
-    resume: str | None,
-    baseline: str | None,
-    against: str | None,
-    budget_pct: float,
-    fail_on_change: bool,
-    strict_xfail: bool,
-    junit: Path | None,
-    summary_md: Path | None,
-    report_dir: Path | None,
-    no_report: bool,
-    as_json: bool,
-    shard: str | None,
-    eval_id: str | None,
-    executor: str,
-    ray_address: str | None,
-    results_lake: str | None,
-    db: Path | None,
-    wait_s: float,
+    selection: Selection,
+    calls: ModelCalls,
+    execution: Execution,
+    outputs: Outputs,
+    gating: Gating,
+    storage: StoreOptions,
 ) -> int:
     """Run the golden suites under PATHS (replaying cassettes unless --live)."""
-    found = discover(list(paths))
+    check_shard(execution, gating)
+    found = discover(list(selection.paths))
     for error in found.errors:
         click.echo(f"error: {error}", err=True)
     if not found.suites:
@@ -207,49 +194,33 @@ def run(
         click.echo(nothing_runnable([str(e) for e in found.errors]).text(), err=True)
         return EXIT_USAGE
     # Everything is anchored at the repository holding the suites, wherever this was typed.
-    root = project_root(paths[0], found.suites[0])
+    root = project_root(selection.paths[0], found.suites[0])
     anchor(root)
-    options = HarnessOptions(
-        trials=trials,
-        concurrency=concurrency,
-        record_mode=RecordMode.parse(record_mode or "none"),
-        live=live,
-        model=model,
-        base_url=base_url,
-        filters=filters,
-        strict=strict,
-        allow_drift=allow_drift,
-        live_from_divergence=live_from_divergence,
-        resume=resume,
-        shard=_shard(shard, resume, eval_id),
-        eval_id=eval_id,
-    )
-    lake = lake_folder(results_lake) if results_lake is not None else None
-    if baseline is not None and against is not None:
-        raise UsageError("--baseline and --against both name a baseline; give one")
-    check_shard_options(options.shard, baseline, against, fail_on_change)
-    store = open_store(db or default_path(root), wait_s, recording_process=_recording_process())
+    options = harness_options(selection, calls, execution)
+    store = storage.open(default=default_path(root), recording=_recording_process())
     # Closed at the end: the recording process stores the last runs and exits with the command.
     with store:
-        harness = Harness(store, options, executor=make_executor(executor, ray_address, root))
+        harness = Harness(
+            store, options, executor=make_executor(execution.executor, execution.ray_address, root)
+        )
         harness.check_live_model(found.suites)
         total = harness.planned_trials(found.suites)
-        if filters and total == 0:
+        if selection.filters and total == 0:
             names = ", ".join(s.name for s in found.suites)
             raise UsageError(
-                f"--filter {' '.join(filters)}: no case of {names} matches (a case id, a glob such "
-                "as 'refund-*' or 'sre/*', or tag:NAME)"
+                f"--filter {' '.join(selection.filters)}: no case of {names} matches (a case id, "
+                "a glob such as 'refund-*' or 'sre/*', or tag:NAME)"
             )
-        check_baseline_spec(store, baseline, repo=root)
-        if resume is not None:
-            check_resumable(store, resume, found.suites, code_version(), options)
+        check_baseline_spec(store, gating.baseline, repo=root)
+        if execution.resume is not None:
+            check_resumable(store, execution.resume, found.suites, code_version(), options)
         baseline_id = None
-        if against is not None:
-            click.echo(f"running the suites at {against} for the baseline…", err=True)
+        if gating.against is not None:
+            click.echo(f"running the suites at {gating.against} for the baseline…", err=True)
             baseline_id = run_against(
-                against,
-                [str(p) for p in paths],
-                _harness_args(trials, concurrency, filters, strict, allow_drift),
+                gating.against,
+                [str(p) for p in selection.paths],
+                baseline_flags(selection, calls, execution),
                 db=store.path,
             )
         # The eval's id from now on, so that a Ctrl-C can name it, and its --resume command.
@@ -261,45 +232,49 @@ def run(
             lambda: harness.finished_trials,
         )
         note.unkept = lambda: store.unkept()[1]
-        with summary_text.progress(total, enabled=sys.stderr.isatty() and not as_json) as tick:
+        with summary_text.progress(
+            total, enabled=sys.stderr.isatty() and not outputs.as_json
+        ) as tick:
             harness.progress = tick
             result = asyncio.run(harness.run(found.suites, [str(e) for e in found.errors]))
         with contextlib.closing(result):
             store.flush()
-            if lake is not None:
-                written_to = write_lake(store, result.eval_id, lake, options.shard)
+            if outputs.lake is not None:
+                written_to = write_lake(store, result.eval_id, outputs.lake, options.shard)
                 click.echo(f"results: {written_to} (Parquet)", err=True)
-            verdict = judge(
+            # The eval and every output that could be written are kept: exit as the verdict says.
+            return conclude(
                 store,
                 result,
-                baseline_id,
-                baseline,
+                gating,
+                outputs,
                 repo=root,
-                budget_pct=budget_pct,
-                fail_under=fail_under,
-                fail_on_change=fail_on_change,
-                strict_xfail=strict_xfail,
+                reports=root / "reports",
+                against_id=baseline_id,
                 shard=options.shard,
             )
-            written = write_outputs(
-                store,
-                result,
-                verdict,
-                report_dir=None if no_report else (report_dir or root / "reports").absolute(),
-                junit=junit,
-                summary_md=summary_md,
-                as_json=as_json,
-            )
-            show(
-                result,
-                verdict,
-                written,
-                store_path=store.path,
-                fail_under=fail_under,
-                as_json=as_json,
-            )
-            # The eval and every output that could be written are kept: exit as the verdict says.
-            return finish(verdict, written)
+
+
+def harness_options(
+    selection: Selection, calls: ModelCalls, execution: Execution
+) -> HarnessOptions:
+    """The harness's options for what this run selects, how its model calls are answered and
+    how its trials run."""
+    return HarnessOptions(
+        trials=selection.trials,
+        concurrency=execution.concurrency,
+        record_mode=calls.record_mode,
+        live=calls.live,
+        model=calls.model,
+        base_url=calls.base_url,
+        filters=selection.filters,
+        strict=calls.strict,
+        allow_drift=calls.allow_drift,
+        live_from_divergence=calls.live_from_divergence,
+        resume=execution.resume,
+        shard=execution.shard,
+        eval_id=execution.eval_id,
+    )
 
 
 def _recording_process() -> bool:
@@ -313,29 +288,16 @@ def _recording_process() -> bool:
     return (len(usable) if usable is not None else os.cpu_count() or 1) > 1
 
 
-def _shard(text: str | None, resume: str | None, eval_id: str | None) -> Shard | None:
-    """--shard parsed; --resume names the eval to continue, so it takes no --eval-id."""
-    if resume is not None and eval_id is not None and resume != eval_id:
-        raise UsageError("--resume names the eval to continue; leave --eval-id out")
-    return Shard.parse(text) if text is not None else None
-
-
-def _harness_args(
-    trials: int | None,
-    concurrency: int,
-    filters: tuple[str, ...],
-    strict: bool,
-    allow_drift: bool,
-) -> list[str]:
-    """The flags that make the baseline run comparable with this one."""
-    args = ["--concurrency", str(concurrency)]
-    if trials is not None:
-        args += ["--trials", str(trials)]
-    for item in filters:
+def baseline_flags(selection: Selection, calls: ModelCalls, execution: Execution) -> list[str]:
+    """The flags that make the baseline run (`--against`) comparable with this one."""
+    args = ["--concurrency", str(execution.concurrency)]
+    if selection.trials is not None:
+        args += ["--trials", str(selection.trials)]
+    for item in selection.filters:
         args += ["--filter", item]
-    if strict:
+    if calls.strict:
         args.append("--strict")
-    if allow_drift:
+    if calls.allow_drift:
         args.append("--allow-drift")
     return args
 

@@ -3,8 +3,9 @@ verdict and its outputs.
 
 `judge` picks the baseline (saying which and why), compares, and reaches the one verdict
 (`evals.comparing.verdict.decide`); `write_outputs` writes the JUnit file, the Markdown summaries,
-the annotations and the HTML report; `show` prints the summary (or JSON) and the `gate: …` line.
-All of them render that one verdict, and the command exits with its code. Each step is guarded
+the annotations and the HTML report; `show` prints the summary (or JSON) and the `gate: …` line;
+`conclude` does the three in turn for both commands. All of them render that one verdict, and
+the command exits with its code. Each step is guarded
 on its own: a comparison that fails still leaves the JUnit file and the report of the eval (the
 verdict is then an error), and a report that cannot be written still leaves the JUnit file —
 the failure is kept and raised after everything that could be written was, so CI always has
@@ -14,10 +15,9 @@ something to attach.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 import orjson
@@ -30,7 +30,7 @@ from agentbench.ci import (
     write_summary_md,
 )
 from agentbench.commands import summary as summary_text
-from agentbench.errors import UsageError
+from agentbench.commands.options import Gating, Outputs
 from agentbench.evals.comparing.baseline import find_baseline
 from agentbench.evals.comparing.compare import compare_evals
 from agentbench.evals.comparing.compare_text import comparison_text
@@ -42,8 +42,6 @@ from agentbench.evals.running.shards import Shard, ShardSet
 from agentbench.evals.storage.results_store import eval_config, keep_verdict
 from agentbench.report import write_report
 from agentbench.trace.errors import StoreReadOnlyError
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
@@ -57,43 +55,51 @@ class Written:
     notes: list[str] = field(default_factory=list)  # what was left out, and why
 
 
-def check_shard_options(
-    shard: Shard | None, baseline: str | None, against: str | None, fail_on_change: bool
-) -> None:
-    """`run --shard` judges its own trials: the baseline comparison is the merged eval's."""
-    if shard is None:
-        return
-    for flag, given in (
-        ("--baseline", baseline),
-        ("--against", against),
-        ("--fail-on-change", fail_on_change),
-    ):
-        if given:
-            raise UsageError(
-                f"--shard {shard} with {flag}: a shard is one part of the eval and is gated on "
-                "its own trials; `agentbench merge` the shards' stores, then `agentbench gate "
-                f"EVAL_ID {flag}{'' if flag == '--fail-on-change' else ' …'}` compares the "
-                "whole eval"
-            )
+def conclude(
+    store: Any,
+    result: Any,
+    gating: Gating,
+    outputs: Outputs,
+    *,
+    repo: Path,
+    reports: Path,
+    against_id: str | None = None,
+    shard: Shard | None = None,
+) -> int:
+    """Judge the stored eval, write every output, show the verdict, and return the exit code
+    (`finish`): the end of both `run` and `gate`. `reports` is the HTML report's folder when
+    `--report-dir` is not given; the rest as `judge` says."""
+    verdict = judge(store, result, gating, repo=repo, against_id=against_id, shard=shard)
+    written = write_outputs(
+        store, result, verdict, outputs, report_dir=outputs.report_folder(reports)
+    )
+    show(
+        result,
+        verdict,
+        written,
+        store_path=store.path,
+        fail_under=gating.fail_under,
+        as_json=outputs.as_json,
+    )
+    return finish(verdict, written)
 
 
 def judge(
     store: Any,
     result: Any,
-    baseline_id: str | None,
-    spec: str | None,
+    gating: Gating,
     *,
     repo: Path,
-    budget_pct: float,
-    fail_under: float | None,
-    fail_on_change: bool = False,
-    strict_xfail: bool = False,
+    against_id: str | None = None,
     shard: Shard | None = None,
 ) -> Verdict:
-    """The eval's one verdict: compared with the baseline when there is one (never for a
-    shard of a CI matrix, `shard`: it is judged on its own trials)."""
+    """The eval's one verdict: compared with the baseline when there is one (`against_id`, the
+    eval `--against` ran, else the one `gating.baseline` names or the default), never for a
+    shard of a CI matrix (`shard`: it is judged on its own trials)."""
     config = eval_config(store, result.eval_id)
-    rules = GateRules(fail_under, fail_on_change, StrictXfail.of(strict_xfail, config))
+    fail_under, fail_on_change = gating.fail_under, gating.fail_on_change
+    strict_xfail = StrictXfail.of(gating.strict_xfail, config)
+    rules = GateRules(fail_under, fail_on_change, strict_xfail)
     # A stored eval that did not finish is an error, whatever else is said of it.
     completion = completion_of(
         store, result.eval_id, held=result.summary.trials, suite_errors=len(result.suite_errors)
@@ -103,20 +109,23 @@ def judge(
     failure: Exception | None = None
     if shard is None:
         try:
+            baseline_id = against_id
             if baseline_id is not None:
                 note = f"baseline {baseline_id} (--against: the suites run at that ref)"
             else:
-                found = find_baseline(store, spec, current_eval_id=result.eval_id, repo=repo)
+                found = find_baseline(
+                    store, gating.baseline, current_eval_id=result.eval_id, repo=repo
+                )
                 baseline_id, note = found.eval_id, found.note
             if baseline_id is not None:
                 comparison = compare_evals(
                     store,
                     baseline_id,
                     result.eval_id,
-                    budget_pct=budget_pct,
+                    budget_pct=gating.budget_pct,
                     fail_under=fail_under,
                     fail_on_change=fail_on_change,
-                    strict_xfail=strict_xfail,
+                    strict_xfail=gating.strict_xfail,
                 )
             elif fail_on_change:
                 note += " (--fail-on-change has no baseline to compare behaviour with)"
@@ -140,16 +149,15 @@ def write_outputs(
     store: Any,
     result: Any,
     verdict: Verdict,
+    outputs: Outputs,
     *,
     report_dir: Path | None,
-    junit: Path | None,
-    summary_md: Path | None,
-    as_json: bool = False,
 ) -> Written:
     """The verdict kept with the eval (for reports made later), JUnit, Markdown summaries and
-    annotations (cheap, and what CI reads), the HTML report last; one that fails does not keep
-    the others from being written."""
+    annotations (cheap, and what CI reads), the HTML report last (into `report_dir`, none
+    when None); one that fails does not keep the others from being written."""
     written = Written()
+    junit, summary_md = outputs.junit, outputs.summary_md
     comparison = verdict.comparison
 
     def attempt(action: Any) -> Any:
@@ -184,7 +192,7 @@ def write_outputs(
     if os.environ.get("GITHUB_ACTIONS") == "true":
         lines = attempt(lambda: github_annotations(result.outcomes, comparison, verdict=verdict))
         for line in lines or ():
-            click.echo(line, err=as_json)  # with --json, stdout holds the document alone
+            click.echo(line, err=outputs.as_json)  # with --json, stdout holds the document alone
     if report_dir is not None:
         data = comparison.as_dict() if comparison is not None else None
         path = attempt(
@@ -259,68 +267,3 @@ def finish(verdict: Verdict, written: Written) -> int:
         if problem is not None:
             raise problem
     return verdict.exit_code
-
-
-def gate_options(command: F) -> F:
-    """The options of a gate and its outputs, shared by `run` (which gates the eval it runs)
-    and `gate` (which gates a stored one), so both read the same."""
-    options = [
-        click.option(
-            "--fail-under",
-            type=click.FloatRange(0, 1),
-            default=None,
-            metavar="RATE",
-            help="Gate on the pass rate (0-1) instead of on every case passing.",
-        ),
-        click.option(
-            "--baseline",
-            default=None,
-            metavar="EVAL_ID|latest|git:REF",
-            help="Compare with this stored eval [default: the latest eval of the merge-base].",
-        ),
-        click.option(
-            "--budget-pct",
-            type=click.FloatRange(min=0),
-            default=20.0,
-            show_default=True,
-            help="Tokens, cost or latency worse than this percentage is a budget regression.",
-        ),
-        click.option(
-            "--fail-on-change",
-            is_flag=True,
-            help="With a baseline: fail the gate when any case's trajectory differs from the "
-            "baseline's, scores equal or not (for upgrades that must not change behaviour).",
-        ),
-        click.option(
-            "--strict-xfail",
-            is_flag=True,
-            help="An xfail case that passes (XPASS) fails the gate, in every suite (a suite "
-            "can ask for it alone with strict_xfail: true).",
-        ),
-        click.option(
-            "--junit",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="Write a JUnit XML file (one testcase per case and trial).",
-        ),
-        click.option(
-            "--summary-md",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).",
-        ),
-        click.option(
-            "--report-dir",
-            type=click.Path(file_okay=False, path_type=Path),
-            default=None,
-            help="Where the HTML report is written (<dir>/<eval_id>/index.html) "
-            "[default: reports/ in the repository holding the suites].",
-        ),
-        click.option("--no-report", is_flag=True, help="Do not write the HTML report."),
-        click.option(
-            "--json", "as_json", is_flag=True, help="Print the summary and results as JSON."
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
