@@ -12,8 +12,9 @@ deleted at any time, and `AGENTBENCH_CACHE_DIR=off` turns it off. A cache that c
 or written is skipped, never an error: it only ever saves time.
 
 The first run of a large suite (on a new machine, in CI) finds the cache empty: `prefetching`
-then parses the suite's cassettes into it in a second process, on another core, ahead of the
-run that reads them — which parses any it gets to first itself, as it always did.
+then parses the suite's cassettes into it in a second process (`cassette_prefetch`), on
+another core, ahead of the run that reads them — which parses any it gets to first itself, as
+it always did.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import hashlib
 import logging
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -130,7 +130,7 @@ def prefetching(cassettes: Iterable[Path]) -> Iterator[None]:
         return
     try:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "agentbench.replay.cassette_cache", str(listing.path)],
+            [sys.executable, "-m", "agentbench.replay.cassette_prefetch", str(listing.path)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -204,30 +204,3 @@ def _stop(worker: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         worker.kill()
         worker.wait()
-
-
-def _prefetch(listing: Path) -> int:
-    """The prefetching process: parse each cassette listed into the cache, in order, until
-    done or told to stop (SIGTERM). A cassette that cannot be parsed is skipped: the run
-    reports it when it reads it."""
-    from agentbench.replay.cassette import _parse
-
-    folder = cache_dir()
-    stop: list[bool] = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
-    parent = os.getppid()
-    for line in listing.read_text(encoding="utf-8").splitlines():
-        # A run killed outright (SIGKILL) cannot stop us: its end is seen as a new parent.
-        if stop or folder is None or os.getppid() != parent:
-            break
-        path = Path(line)
-        with contextlib.suppress(Exception):
-            # One the run parsed first is skipped unread (a hit would still cost a read).
-            text = read_source(path)
-            if not _entry(folder, text).is_file():
-                _parse(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_prefetch(Path(sys.argv[1])))
