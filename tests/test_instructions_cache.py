@@ -56,8 +56,17 @@ async def test_a_template_that_reads_the_state_re_renders_after_each_result() ->
     assert [m["content"] for m in systems(result)] == rendered
 
 
-async def test_with_a_state_summary_each_step_shows_the_facts_so_far() -> None:
+async def test_by_default_the_instructions_are_only_the_template_rendered_once() -> None:
     agent = Agent(name="a", instructions="Look keys up.", tools=[lookup])
+    rendered = counting_renders(agent)
+    result = await Runner.run(agent, "go", model=ScriptedModel(script()))
+    assert result.completed and not agent.state_summary
+    assert rendered == ["Look keys up."]
+    assert [m["content"] for m in systems(result)] == ["Look keys up."] * 4
+
+
+async def test_with_a_state_summary_each_step_shows_the_facts_so_far() -> None:
+    agent = Agent(name="a", instructions="Look keys up.", tools=[lookup], state_summary=True)
     rendered = counting_renders(agent)
     result = await Runner.run(agent, "go", model=ScriptedModel(script()))
     assert len(rendered) == 4

@@ -62,11 +62,12 @@ async def test_token_limit_works_for_chinese_text() -> None:
     cities = ["北京", "上海", "广州", "深圳", "杭州", "成都"]
     calls = [ToolCall("weather_cn", {"city": c}) for c in cities]
     model = ScriptedModel([*calls, "好的"])
-    agent = Agent(name="a", tools=[weather_cn], memory=MemoryPolicy(max_tokens=1100, keep_recent=2))
+    # Six results are ~1,100 tokens (one a CJK character): 800 holds a few, not all of them.
+    agent = Agent(name="a", tools=[weather_cn], memory=MemoryPolicy(max_tokens=800, keep_recent=2))
     result = await Runner.run(agent, "请查询这些城市的天气。", model=model)
     assert result.completed
     budgets = [sum(estimate_message_tokens(m) for m in r["messages"]) for r in model.requests]
-    assert max(budgets) <= 1100  # system prompt included; the reported usage also counts tools
+    assert max(budgets) <= 800  # system prompt included; the reported usage also counts tools
     assert any(d.action == "summarized" for d in memory_events(result))
     final = sent_messages(model, -1)
     assert final[0]["content"] == "请查询这些城市的天气。"

@@ -169,7 +169,12 @@ async def test_calls_with_a_write_run_in_order() -> None:
 
 async def test_instructions_are_rendered_each_iteration_with_state_so_far() -> None:
     model = ScriptedModel([ToolCall("echo", {"text": "42"}), "done"])
-    agent = Agent(name="helper", instructions="Help {{ user }} ({{ agent }}).", tools=[echo])
+    agent = Agent(
+        name="helper",
+        instructions="Help {{ user }} ({{ agent }}).",
+        tools=[echo],
+        state_summary=True,
+    )
     await Runner.run(agent, "go", model=model, context={"user": "Ada"})
     first, second = (r["messages"][0]["content"] for r in model.requests)
     assert first == "Help Ada (helper)."

@@ -84,7 +84,11 @@ class Agent:
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     limits: Limits = field(default_factory=Limits)
     output_type: type[BaseModel] | None = None
-    state_summary: bool = True
+    # True appends a "## State so far" section (a line per tool result) to the instructions.
+    # Off by default: without memory it repeats what the tool messages already say, and it
+    # changes the system message every step (prompt caches miss; a changed tool result drifts
+    # twice in replay). For agents whose memory compacts away results the model still needs.
+    state_summary: bool = False
     description: str = ""
     memory: MemoryPolicy | None = None
     # Session-variable namespaces this agent may read besides its own ("billing", ...).

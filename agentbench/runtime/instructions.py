@@ -2,11 +2,11 @@
 
 Each iteration the template sees the run's context variables (by name — `billing.order_id`
 works as written — and all together as `context`), the agent's name, and `state`: one line per
-tool result so far. A template that does not mention `state` gets a "State so far" section
-appended once there is something to report, so the model always has the facts it has gathered
-in front of it even when memory compresses the conversation. A handoff note and pinned facts,
-when there are any, are appended too. An undefined variable fails with the agent's and
-variable's names.
+tool result so far. With `Agent(state_summary=True)`, a template that does not mention `state`
+gets a "State so far" section appended once there is something to report, so the model has the
+facts it has gathered in front of it even when memory compresses the conversation. A handoff
+note and pinned facts, when there are any, are appended too. An undefined variable fails with
+the agent's and variable's names.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class InstructionsTemplate:
         variables: Mapping[str, Any],
         *,
         state: Sequence[str] = (),
-        state_summary: bool = True,
+        state_summary: bool = False,
         output_schema: str | None = None,
         pinned: Sequence[str] = (),
         handoff: str | None = None,

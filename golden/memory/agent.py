@@ -75,4 +75,7 @@ travel_agent = Agent(
     ),
     tools=[weather, travel_news, remember],
     memory=MemoryPolicy(max_messages=8, keep_recent=2),
+    # Memory summarizes and drops tool exchanges here, so the instructions keep a line per
+    # result ("State so far") in front of the model: the suite checks what survives.
+    state_summary=True,
 )
