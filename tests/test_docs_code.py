@@ -231,6 +231,7 @@ def run_page(page_blocks: list[Block], run: PageRun) -> None:
         run.run(block)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", pages(), ids=page_id)
 def test_every_code_block_runs(page: Path, page_run: PageRun) -> None:
     failure = None

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from xdist.scheduler import LoadScopeScheduling
 
-# Files whose expensive setup is one per suite, built on first use (test_journeys' baselines).
-SPLIT_BY_SUITE = frozenset({"tests/test_journeys.py"})
+# Files whose expensive setup is one per suite, built on first use (test_journeys' baselines),
+# and test_docs_code, whose pages share nothing and take seconds to minutes each.
+SPLIT_BY_SUITE = frozenset({"tests/test_journeys.py", "tests/test_docs_code.py"})
 
 
 class FileScheduling(LoadScopeScheduling):
