@@ -37,7 +37,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentbench.errors import RecordingError
 from agentbench.runtime import packed
@@ -50,7 +50,9 @@ from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.schema import RunRows
 
 if TYPE_CHECKING:
-    from agentbench.trace.store import TraceStore
+    from agentbench.trace.recording.local import Recording
+    from agentbench.trace.redaction.rules import RedactionRules
+    from agentbench.trace.storage.database import WaitNotice
 
 log = logging.getLogger("agentbench.trace")
 
@@ -63,6 +65,24 @@ _EXIT_MARGIN_S = 10.0
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 _PIPE_BYTES = 1 << 20
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+
+
+class ChannelStore(Protocol):
+    """What a channel uses of the `TraceStore` it belongs to: described, not imported, since
+    the store's module imports this one. Recording here again, it takes the store's own
+    recording in this process (`_recorder_side`, and `_recording` if there is one yet)."""
+
+    path: Path
+    redaction: RedactionRules
+    wait_s: float
+    exit_wait_s: float
+    fsync: bool
+    on_wait: WaitNotice
+    _recording: Recording | None
+
+    def flush(self) -> None: ...
+
+    def _recorder_side(self) -> Recording: ...
 
 
 class ProcessRecorder:
@@ -136,7 +156,7 @@ class ProcessRecorder:
 class RecordingChannel:
     """The recording process of one store, and what is on its way to it."""
 
-    def __init__(self, store: TraceStore) -> None:
+    def __init__(self, store: ChannelStore) -> None:
         self.store = store
         self._lock = threading.Lock()
         self._reset()
@@ -448,7 +468,7 @@ def _release(process: subprocess.Popen[bytes]) -> None:
 class _InProcess:
     """The store's own recording in this process, as the `Feeder` of a dead process uses it."""
 
-    def __init__(self, store: TraceStore) -> None:
+    def __init__(self, store: ChannelStore) -> None:
         self.store = store
 
     def run_started(self, row: dict[str, Any]) -> None:
