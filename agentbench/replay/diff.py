@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentbench.replay.drift import Change, around_difference, request_diff
+from agentbench.replay.drifted_calls import DriftAt
 from agentbench.replay.masked import fits
 from agentbench.replay.trajectory import Step, trajectory
 from agentbench.trace import _json
-
-if TYPE_CHECKING:
-    from agentbench.replay.models import DriftAt
 
 DIVERGENCE_CLASSES = (
     "request_drift",

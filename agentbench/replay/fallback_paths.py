@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentbench.replay.drift import fallback_drift
-from agentbench.replay.models import Drift
+from agentbench.replay.drifted_calls import Drift
 from agentbench.runtime.agent import Agent
 from agentbench.runtime.orchestration import AgentRegistry
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from agentbench.errors import AgentbenchError, ModelError
@@ -45,6 +44,7 @@ from agentbench.replay.drift import (
     nearest,
     request_diff,
 )
+from agentbench.replay.drifted_calls import Drift
 from agentbench.replay.masked import has_mask, revealed
 from agentbench.replay.trajectory import trajectory
 from agentbench.runtime.models import ChatModel, ChatResponse, TextDeltaHandler
@@ -91,14 +91,6 @@ class RequestDriftError(AgentbenchError):
         self.changes = changes
 
 
-@dataclass
-class Drift:
-    """The request of model call `index` (0-based) differs from the recorded one."""
-
-    index: int
-    changes: list[Change]
-
-
 def _endpoint(model: ChatModel) -> str:
     uri = getattr(model, "call_uri", None)  # a model that knows the API path it was called at
     if uri:
@@ -109,45 +101,6 @@ def _endpoint(model: ChatModel) -> str:
         if base
         else f"agentbench://{model.name}/chat/completions"
     )
-
-
-@dataclass
-class DriftAt:
-    """Request drift located in the session: which model call, which agent, which step."""
-
-    call: int  # 1-based model call of the session
-    agent: str | None
-    step: int | None
-    drift: Drift
-
-    def describe(self, width: int = 72) -> str:
-        head = f"model call #{self.call} (step {self.step}, {self.agent})"
-        return head + "".join(f"\n    {c.describe(width)}" for c in self.drift.changes[:6])
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "call": self.call,
-            "agent": self.agent,
-            "step": self.step,
-            "changes": [c.as_dict() for c in self.drift.changes],
-        }
-
-
-def locate_drifts(drifts: list[Drift], events: Iterable[Any]) -> list[DriftAt]:
-    """Attach each drift to the model call it happened in: the n-th request of the session."""
-    requests = [e for e in events if e.kind == "model_request"]
-    located = []
-    for drift in drifts:
-        event = requests[drift.index] if drift.index < len(requests) else None
-        located.append(
-            DriftAt(
-                call=drift.index + 1,
-                agent=event.agent if event else None,
-                step=event.step if event else None,
-                drift=drift,
-            )
-        )
-    return located
 
 
 def unanswered_divergences(calls: list[int], events: list[Any]) -> list[Divergence]:

@@ -28,8 +28,9 @@ from agentbench.errors import UsageError
 from agentbench.loading import load_object
 from agentbench.replay.cassette import Cassette, RecordMode
 from agentbench.replay.diff import Divergence, align, by_cause, drift_divergences
+from agentbench.replay.drifted_calls import DriftAt, locate_drifts
 from agentbench.replay.fallback_paths import fallback_drifts, with_fallback_drifts
-from agentbench.replay.models import DriftAt, ReplayModel, locate_drifts, unanswered_divergences
+from agentbench.replay.models import ReplayModel, unanswered_divergences
 from agentbench.replay.session import (
     continue_conversation,
     conversation_metadata,

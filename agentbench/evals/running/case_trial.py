@@ -34,13 +34,11 @@ from agentbench.evals.comparing.compare_text import describe_divergence
 from agentbench.evals.comparing.stats import divergence_verdict
 from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
 from agentbench.replay.diff import Divergence, align, by_cause
+from agentbench.replay.drifted_calls import Drift, DriftAt, locate_drifts
 from agentbench.replay.faults import Served
 from agentbench.replay.models import (
-    Drift,
-    DriftAt,
     RecordingModel,
     ReplayModel,
-    locate_drifts,
     unanswered_divergences,
 )
 from agentbench.replay.session import conversation_metadata
