@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentbench.errors import UsageError
+from agentbench.runtime.handoffs import decision_type_for, handoff_tool
 from agentbench.runtime.instructions import InstructionsTemplate
 from agentbench.runtime.memory import MemoryPolicy
 from agentbench.runtime.models import ChatModel
@@ -118,9 +119,6 @@ class Agent:
         self.template = InstructionsTemplate(self.name, self.instructions)
 
     def _add_handoffs(self) -> None:
-        # Imported here: orchestration builds on Agent, so it cannot be imported at the top.
-        from agentbench.runtime.orchestration import decision_type_for, handoff_tool
-
         names = [target.name for target in self.handoffs]
         if len(set(names)) != len(names):
             raise UsageError(f"agent {self.name!r}: handoffs name the same agent twice: {names}")

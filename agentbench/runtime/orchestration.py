@@ -27,7 +27,6 @@ from agentbench.runtime.conversation import is_summary
 from agentbench.runtime.tool_schema import strip_titles
 from agentbench.runtime.tools import Effect, Tool
 
-HANDOFF_PREFIX = "transfer_to_"
 DISPATCH_TOOL = "dispatch_to_agent"
 
 
@@ -41,57 +40,6 @@ class HandoffRequest:
     summary: str = ""
     context_updates: dict[str, Any] = field(default_factory=dict)
     query: str | None = None  # a router's refined query replaces the last user message
-
-
-def handoff_tool(target: Agent) -> Tool:
-    """The `transfer_to_<target>` tool an agent with `handoffs=[target]` offers the model."""
-
-    def transfer(reason: str, summary: str, context_updates: dict[str, Any] | None = None) -> str:
-        return f"Transferring the conversation to {target.name}."
-
-    what = f": {target.description}" if target.description else ""
-    made = Tool(
-        transfer,
-        name=f"{HANDOFF_PREFIX}{target.name}",
-        description=(
-            f"Hand the conversation over to the {target.name} agent{what}. It continues from "
-            "here with your summary; you stop."
-        ),
-        effect=Effect.READ_ONLY,
-        idempotent=True,
-        blocking=False,  # returns a constant: no thread needed
-        timeout_s=None,  # nor a watchdog
-    )
-    made.parameters["properties"]["reason"]["description"] = "Why this agent should take over."
-    made.parameters["properties"]["summary"]["description"] = (
-        "The pending problem and what is already known, for the next agent."
-    )
-    made.parameters["properties"]["context_updates"]["description"] = (
-        "Variables to save for the next agent (e.g. an order id)."
-    )
-    made.handoff_target = target  # type: ignore[attr-defined]
-    return made
-
-
-def decision_type_for(agent: str, targets: Sequence[Agent]) -> type[BaseModel]:
-    """The structured final answer of an agent with handoff_style='structured'."""
-    names = tuple(t.name for t in targets)
-    return create_model(
-        f"{agent.title().replace('_', '').replace('-', '')}Decision",
-        __config__=ConfigDict(extra="forbid"),
-        __doc__=(
-            "Either answer the user (`answer`) or hand over (`handoff_to` one of "
-            f"{', '.join(names)}, with `reason`, `summary` and any `context_updates`)."
-        ),
-        answer=(str | None, Field(None, description="The final answer, when you answer yourself.")),
-        handoff_to=(Literal[names] | None, Field(None, description="The agent to hand over to.")),  # type: ignore[valid-type]
-        reason=(str, Field("", description="Why you hand over.")),
-        summary=(str, Field("", description="The pending problem, for the next agent.")),
-        context_updates=(
-            dict[str, Any],
-            Field(default_factory=dict, description="Variables to save for the next agent."),
-        ),
-    )
 
 
 def request_from_tool(tool: Tool, kwargs: dict[str, Any]) -> HandoffRequest | None:

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from agentbench.evals.scorers.text import brief
 from agentbench.replay.trajectory import Step, canonical
-from agentbench.runtime.orchestration import DISPATCH_TOOL, HANDOFF_PREFIX
+from agentbench.runtime.handoffs import HANDOFF_PREFIX
+from agentbench.runtime.orchestration import DISPATCH_TOOL
 
 ArgsMatch = Literal["exact", "subset"]
 
