@@ -178,6 +178,6 @@ def test_a_failing_model_is_502_and_a_failing_agent_500_each_saying_it_once() ->
     assert agent.json()["error"]["message"].startswith("ValueError: the estimator has a bug (run ")
     for answer in (upstream, agent):
         assert answer.text.count("Error:") == 1 and "Traceback" not in answer.text
-    doc = (ROOT / "docs" / "serve.md").read_text()
+    doc = (ROOT / "docs" / "guides" / "production.md").read_text()
     assert "502 for a failing model (`model_failed`" in doc
     assert "500 for a failing agent (`agent_failed`" in doc
