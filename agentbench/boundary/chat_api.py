@@ -114,3 +114,9 @@ def parse_answer(content_type: str, body: bytes, request: dict[str, Any]) -> Cha
     if content_type.startswith("text/event-stream"):
         return parse_stream(parse_sse(text), None, request)
     return parse_completion(orjson.loads(body), request)
+
+
+def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None) -> bytes:
+    """An error in OpenAI's shape, so every client library shows its message (the loopback
+    server answers a request no wire reads with one too)."""
+    return orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from agentbench.boundary.chat_api import error_body
 from agentbench.boundary.wire import Wire, wire_for
 
 MAX_HEAD = 64 * 1024
@@ -38,11 +39,6 @@ class BadRequestError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
-
-
-def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None) -> bytes:
-    """An error in OpenAI's shape, so every client library shows its message."""
-    return orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
 
 
 class BoundaryServer:

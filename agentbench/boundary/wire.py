@@ -32,14 +32,6 @@ class Wire:
     error: Callable[[str, str, str | None], bytes]
 
 
-def _openai_error(
-    message: str, kind: str = "invalid_request_error", code: str | None = None
-) -> bytes:
-    from agentbench.boundary.server import error_body  # the server's own, for what no wire reads
-
-    return error_body(message, kind, code)
-
-
 def _render_chat(
     response: ChatResponse, model: str, body: dict[str, Any], call: int
 ) -> tuple[str, bytes]:
@@ -127,7 +119,7 @@ CHAT = Wire(
     chat_api.normalize_request,
     _render_chat,
     chat_api.parse_answer,
-    _openai_error,
+    chat_api.error_body,
 )
 RESPONSES = Wire(
     "responses",
@@ -135,7 +127,7 @@ RESPONSES = Wire(
     _normalize_responses,
     _render_responses,
     _parse_responses,
-    _openai_error,
+    chat_api.error_body,
 )
 MESSAGES = Wire(
     "messages",
