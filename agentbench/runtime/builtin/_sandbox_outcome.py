@@ -24,7 +24,7 @@ from agentbench.runtime.builtin._sandbox_process import Watched
 from agentbench.runtime.tools import ToolResult
 
 if TYPE_CHECKING:
-    from agentbench.runtime.builtin.sandbox import SandboxLimits
+    from agentbench.runtime.builtin._sandbox_limits import SandboxLimits
 
 # rusage may read well below the CPU time RLIMIT_CPU counted (seen: 1.76 s at a 2 s limit);
 # a SIGXCPU or SIGKILL the kernel sent at the limit still reads above this share of it.
