@@ -32,6 +32,8 @@ from agentbench.cli import main
 from agentbench.testing import OpenAICompatibleServer
 from agentbench.trace.code_version import code_version
 
+pytestmark = pytest.mark.slow  # journeys through the real CLI, seconds each
+
 AGENT = """
 import json
 from openai import OpenAI

@@ -27,6 +27,8 @@ from tests.framework_journeys import (
 )
 from tests.test_journeys import agentbench
 
+pytestmark = pytest.mark.slow  # journeys through the real CLI, seconds each
+
 framework_or_skip("agents")
 
 SUITE = "openai_agents"

@@ -26,6 +26,8 @@ from agentbench.testing import OpenAICompatibleServer
 from tests.framework_journeys import reference_policy
 from tests.test_journeys import ROOT, Result, _generated, agentbench, git
 
+pytestmark = pytest.mark.slow  # journeys through the real CLI, seconds each
+
 Edit = tuple[str, str]  # (old, new) in the suite's agent.py
 
 

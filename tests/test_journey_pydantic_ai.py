@@ -25,6 +25,8 @@ from tests.framework_journeys import (
 )
 from tests.test_journeys import agentbench
 
+pytestmark = pytest.mark.slow  # journeys through the real CLI, seconds each
+
 framework_or_skip("pydantic_ai")
 
 SUITE = "pydantic_ai_agent"

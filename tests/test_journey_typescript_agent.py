@@ -27,6 +27,8 @@ from tests.framework_journeys import (
 )
 from tests.test_journeys import ROOT, Result, agentbench, git
 
+pytestmark = pytest.mark.slow  # journeys through the real CLI, seconds each
+
 SUITE = "typescript_agent"
 CASES = 6
 SHIPPED = ROOT / "golden" / SUITE

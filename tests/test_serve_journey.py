@@ -17,6 +17,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+pytestmark = pytest.mark.slow  # journeys through the real CLI, seconds each
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

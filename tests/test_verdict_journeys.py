@@ -31,6 +31,8 @@ import pytest
 
 from tests.test_journeys import ROOT, _generated, agentbench, apply, edit, git
 
+pytestmark = pytest.mark.slow  # journeys through the real CLI, seconds each
+
 SUITE = "sre"
 REGRESSION = (edit('"cpu_pct": 78', '"cpu_pct": 79'),)
 LENIENT_XFAIL = (
