@@ -6,6 +6,10 @@ absolute (`from agentbench.evals import x`) or relative (`from . import x`). Imp
 function are lazy by design (a heavy dependency loaded only when used) and are not edges, nor
 are imports under `if TYPE_CHECKING:`, which never run. A circle fails the test, named as a
 path: `agentbench.a -> agentbench.b -> agentbench.a`.
+
+A circle is not broken by hiding one of its imports in a function or under `TYPE_CHECKING`:
+the two modules still need each other. So a second graph counts those imports too, and must
+have no circle either; the cure is to move what both need where both can import it.
 """
 
 from __future__ import annotations
@@ -38,15 +42,21 @@ def is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def eager_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
-    """The import statements that run when a module's body runs."""
+def eager_imports(
+    body: list[ast.stmt], *, hidden: bool = False
+) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements that run when a module's body runs; with `hidden`, also those in
+    its functions and under `if TYPE_CHECKING:`."""
     for node in body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue  # runs when called: a lazy import
+            if hidden:  # else it runs when called: a lazy import
+                yield from eager_imports(node.body, hidden=hidden)
         elif isinstance(node, ast.If) and is_type_checking(node.test):
-            yield from eager_imports(node.orelse)
+            if hidden:
+                yield from eager_imports(node.body, hidden=hidden)
+            yield from eager_imports(node.orelse, hidden=hidden)
         else:
             for field in ("body", "orelse", "finalbody", "handlers", "cases"):
                 inner = getattr(node, field, None)
@@ -54,14 +64,17 @@ def eager_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]
                     yield from eager_imports(
                         [s for item in inner for s in getattr(item, "body", [item])]
                         if field in ("handlers", "cases")
-                        else inner
+                        else inner,
+                        hidden=hidden,
                     )
 
 
-def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> Iterator[str]:
-    """The package's modules that `name` imports when it is imported."""
+def imported_modules(
+    name: str, path: Path, modules: dict[str, Path], *, hidden: bool = False
+) -> Iterator[str]:
+    """The package's modules that `name` imports when it is imported (`hidden`: or later)."""
     is_package = path.name == "__init__.py"
-    for node in eager_imports(ast.parse(path.read_text(), str(path)).body):
+    for node in eager_imports(ast.parse(path.read_text(), str(path)).body, hidden=hidden):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         else:
@@ -84,8 +97,11 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> Iterato
                 yield target
 
 
-def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
-    return {name: set(imported_modules(name, path, modules)) for name, path in modules.items()}
+def import_graph(modules: dict[str, Path], *, hidden: bool = False) -> dict[str, set[str]]:
+    return {
+        name: set(imported_modules(name, path, modules, hidden=hidden))
+        for name, path in modules.items()
+    }
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
@@ -191,6 +207,8 @@ def test_the_graph_sees_every_kind_of_module_level_import(tmp_path: Path) -> Non
     assert graph["agentbench.sub.c"] == {"agentbench.e", "agentbench.f"}
     assert graph["agentbench.sub.d"] == {"agentbench.sub"}
     assert graph["agentbench.g"] == set()
+    everything = import_graph(module_files(package), hidden=True)
+    assert everything["agentbench.sub.c"] == {"agentbench.e", "agentbench.f", "agentbench.g"}
 
 
 def test_a_circle_is_named_as_a_path() -> None:
@@ -211,4 +229,13 @@ def test_agentbench_has_no_import_circles() -> None:
     found = cycles(import_graph(module_files()))
     assert not found, f"{len(found)} import circle(s) in agentbench:\n" + "\n".join(
         " -> ".join(circle) for circle in found
+    )
+
+
+def test_no_import_circle_hides_in_a_function_or_under_type_checking() -> None:
+    found = cycles(import_graph(module_files(), hidden=True))
+    assert not found, (
+        f"{len(found)} import circle(s) in agentbench, counting imports inside functions and "
+        "under TYPE_CHECKING (move what both modules need where both can import it):\n"
+        + "\n".join(" -> ".join(circle) for circle in found)
     )
