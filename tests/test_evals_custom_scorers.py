@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import textwrap
@@ -22,13 +21,10 @@ from agentbench.evals.scorers import (
     score_all,
     scorer,
 )
-from agentbench.evals.suites.dataset import load_suite
 from agentbench.runtime.agent import Agent
 from agentbench.testing import OpenAICompatibleServer
 from tests.test_evals_dataset import isolated_plugins, write  # noqa: F401 - a fixture
 from tests.weather_suite import AGENT, respond
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -174,39 +170,6 @@ async def test_a_scorer_function_is_usable_by_reference_and_takes_a_shorthand(
     # A function with one parameter takes it bare, as built-ins take their shorthand.
     assert (await build_scorer("says", "Hello").score(ctx)).passed
     assert not (await build_scorer("says", {"word": "Bye"}).score(ctx)).passed
-
-
-def readme_block(language: str, after: str) -> str:
-    """The first ```language block of README.md after the text `after`."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index(after)
-    found = re.search(rf"```{language}\n(.*?)```", text[start:], re.DOTALL)
-    assert found, f"no {language} block after {after!r} in README.md"
-    return found.group(1)
-
-
-@pytest.mark.usefixtures("isolated_plugins")
-async def test_the_readme_scorer_example_works_as_documented(tmp_path: Path, ctx) -> None:
-    code = readme_block("python", "**Your own scorers.**")
-    suite_yaml = readme_block("yaml", "**Your own scorers.**")
-    assert "from agentbench.evals import Score, ScoreContext, scorer" in code
-    write(tmp_path / "checks", {"__init__.py": "", "scorers.py": code})
-    write(tmp_path / "golden" / "weather", {"suite.yaml": suite_yaml})
-    suite = load_suite(tmp_path / "golden" / "weather")
-    assert suite.plugins == ["checks.scorers"]
-    specs = suite.expectations_for(suite.case("paris"))
-    assert [spec.name for spec in specs] == ["names_city", "tools_ok"]
-    scores = [await spec.build(base_dir=suite.root).score(ctx) for spec in specs]
-    # The context's run said "Hello, Ada!" without calling a tool.
-    assert [(s.name, s.passed, s.reason) for s in scores] == [
-        ("names_city", False, "failed"),
-        ("tools_ok", True, "0 of 0 tool calls ok"),
-    ]
-    # Every field the README's table lists is a field (or property) of ScoreContext.
-    table = (ROOT / "README.md").read_text().split("What a scorer sees, `ScoreContext`")[1]
-    documented = re.findall(r"^\| `(\w+)` \|", table.split("\n\n")[1], re.MULTILINE)
-    fields = set(ScoreContext.__dataclass_fields__) | {"runs"}
-    assert set(documented) == fields
 
 
 PLUGIN_SCORERS = """\
