@@ -26,7 +26,14 @@ log = logging.getLogger("agentbench.events")
 
 
 class StopReason(enum.StrEnum):
-    """Why a run ended: a closed set (DESIGN.md)."""
+    """Why a run ended: a closed set, the same in every run, stored trace and report.
+
+    `completed`: the model gave its final answer. `max_iterations`, `timeout`, `loop_detected`
+    and `token_budget`: a brake of the agent's `Limits` stopped it. `handoff`: it handed the
+    conversation to another agent, whose run continues it. `business_stop`: a tool raised
+    `BusinessFailure` with `stop=True`. `error`: the model or the runtime failed. `cancelled`:
+    the caller cancelled it (or stopped reading its events).
+    """
 
     COMPLETED = "completed"
     MAX_ITERATIONS = "max_iterations"

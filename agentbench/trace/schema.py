@@ -1,6 +1,6 @@
 """The trace model: one pydantic record per stored row, and the Arrow schemas derived from it.
 
-Tables (DESIGN.md): `runs` (one row per agent run), `llm_calls` (per model call, the request
+Tables: `runs` (one row per agent run), `llm_calls` (per model call, the request
 stored as a diff), `tool_calls` (per tool call, including rejected ones), `context_diffs` (per
 changed context variable) and `events` (every other event kind, as a JSON payload, so kinds
 added later are kept without code changes). Every row carries the run id and the `seq` of the
