@@ -463,4 +463,4 @@ class Redactor:
         return self.rules.mask
 
 
-redact_logs()  # on import: whatever records or replays anything imports this module
+redact_logs(Redactor)  # on import: whatever records or replays anything imports this module
