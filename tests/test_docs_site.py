@@ -3,7 +3,8 @@
 Strict: a broken link or anchor, a page missing from the nav (or the nav naming a missing
 page), a docstring mkdocstrings cannot read: each fails the build, and the test shows
 mkdocs' own output. The generated references are checked for what they must hold: every
-command of the CLI, every name of `agentbench.__all__`.
+command of the CLI, every name of `agentbench.__all__`; and no page, generated ones included,
+names a document or path readers do not have.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import agentbench
 from agentbench.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
+# What exists only where the docs were written; a docstring in the API reference included.
+NOT_FOR_READERS = ("DESIGN.md", "../shared", "/work/")
 
 
 def build_site(out: Path) -> None:
@@ -59,3 +62,11 @@ def test_the_site_builds_strict_with_every_command_and_public_name(tmp_path: Pat
     names = [name for name in agentbench.__all__ if not name.startswith("_")]
     missing = [name for name in names if f'id="agentbench.{name}"' not in api_page]
     assert not missing, f"names of agentbench.__all__ missing from docs/reference/api.md: {missing}"
+
+    named = [
+        f"{page.relative_to(tmp_path)} names {name!r}"
+        for page in sorted(tmp_path.rglob("*.html"))
+        for name in NOT_FOR_READERS
+        if name in page.read_text(encoding="utf-8")
+    ]
+    assert not named, "\n".join(named)
