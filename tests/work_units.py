@@ -27,3 +27,12 @@ class FileScheduling(LoadScopeScheduling):
             test, _, parameters = nodeid.partition("[")
             return f"{test}[{parameters.split('-', 1)[0]}"
         return module
+
+    def _assign_work_unit(self, node: object) -> None:
+        # A split file's units are few tests of minutes: first, so none is left for the end,
+        # one worker running it while the other waits (units go by number of tests, largest first).
+        for scope in self.workqueue:
+            if scope.split("::", 1)[0] in SPLIT_BY_SUITE:
+                self.workqueue.move_to_end(scope, last=False)
+                break
+        super()._assign_work_unit(node)
