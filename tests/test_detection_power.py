@@ -26,6 +26,8 @@ from mutation_model import (  # noqa: E402
 )
 from mutations import MUTATIONS  # noqa: E402
 
+pytestmark = pytest.mark.slow  # mutated suites run through the real CLI, seconds each
+
 
 def test_every_mutation_applies_to_the_tree() -> None:
     check_mutations(MUTATIONS)

@@ -39,7 +39,7 @@ QUESTION = "How is the weather in Paris?"
 FOLLOW_UP = "And is it windy?"
 ANSWER = "21.0 °C and wind 12 km/h in Paris."
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.slow]  # served apps traced, replayed, promoted
 
 APP = '''\
 """A weather app on the openai SDK: call the model, run the tools it asks for, repeat."""
