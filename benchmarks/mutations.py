@@ -249,7 +249,7 @@ RUNTIME = [
     ),
     Mutation(
         "handoff-tool-answer",
-        f"{RT}/orchestration.py",
+        f"{RT}/handoffs.py",
         'return f"Transferring the conversation to {target.name}."',
         'return f"Handing the conversation to {target.name}."',
         "a transfer_to_ tool answers in other words",
@@ -265,7 +265,7 @@ RUNTIME = [
     ),
     Mutation(
         "handoff-tool-description",
-        f"{RT}/orchestration.py",
+        f"{RT}/handoffs.py",
         '"here with your summary; you stop."',
         '"here with your summary."',
         "the transfer_to_ tool is described differently to the model",
@@ -345,7 +345,7 @@ BUILTIN_TOOLS = [
     ),
     Mutation(
         "sandbox-output-limit-halved",
-        f"{BUILTIN}/sandbox.py",
+        f"{BUILTIN}/_sandbox_limits.py",
         "max_output_chars: int = 8_000",
         "max_output_chars: int = 4_000",
         "the sandbox keeps half as much of a program's output",

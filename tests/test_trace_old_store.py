@@ -76,8 +76,14 @@ def test_an_old_eval_compares_replays_and_promotes(
     current = orjson.loads(capsys.readouterr().out)
     assert current["comparison"]["gate"]["failed"] is False
     comparison = compare_evals(old_store, old_eval, current["eval_id"])
-    kinds = {c.case_id: c.kind for c in comparison.cases}
-    assert kinds["refund-eligible"] == "unchanged"
+    changes = {c.case_id: c for c in comparison.cases}
+    # The cassettes were re-recorded since (state_summary off by default: fewer tokens sent),
+    # so the behaviour is the same and only the recorded usage differs — reported, not gated.
+    eligible = changes["refund-eligible"]
+    assert eligible.kind == "usage_changed" and eligible.same_recorded_usage is False
+    assert eligible.baseline is not None and eligible.current is not None
+    assert eligible.current.tokens < eligible.baseline.tokens
+    assert eligible.divergences == []
     root = handoff_run(old_store)
     cassette = cassette_from_store(old_store, root)
     assert [r["agent"] for r in cassette.info["runs"]] == ["desk", "triage", "refunds"]
