@@ -33,7 +33,7 @@ from agentbench.trace.store import TraceStore
 
 try:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 except ImportError:  # the `browser` fixture reports it
     pass
 
@@ -241,11 +241,15 @@ def test_deep_links_restore_filters_order_and_the_open_case(browser: Any, pages)
 def test_needs_a_look_links_open_the_case_and_its_diff(browser: Any, pages) -> None:  # noqa: F811
     _open(browser, pages.report)
     row = browser.find_element(By.CSS_SELECTOR, "#attention tr.a-newly_failing")
+    # A link changes the hash; the page opens its target on `hashchange`, which fires after
+    # click() returns: wait for it (on a loaded machine the event comes late).
+    wait = WebDriverWait(browser, 10)
     row.find_element(By.CLASS_NAME, "case-link").click()
-    detail = browser.find_element(By.CSS_SELECTOR, "tr.detail")
+    detail = wait.until(lambda driver: driver.find_element(By.CSS_SELECTOR, "tr.detail"))
     assert detail.is_displayed() and "question for xss-case" in detail.text
     row.find_element(By.CLASS_NAME, "change-link").click()
-    assert browser.find_element(By.ID, "change-0").get_attribute("open") == "true"
+    change = browser.find_element(By.ID, "change-0")
+    assert wait.until(lambda _: change.get_attribute("open") == "true")
     assert _errors(browser) == []
 
 
