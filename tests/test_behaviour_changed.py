@@ -24,6 +24,8 @@ from agentbench.trace.store import TraceStore
 from tests.test_compare_evals import store_eval, trial
 from tests.test_journeys import ROOT, Result, _generated, agentbench, apply, edit, git
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 SUITES = ("brakes", "customer_service", "sre")
 # Refunds keep a little more in the session context; no tool result, request or score changes.
 RECORD_ORDER = edit(

@@ -18,6 +18,8 @@ import pytest
 from agentbench.cli import main
 from agentbench.trace.store import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = "golden/customer_service"
 

@@ -13,6 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "boundary_replay.py"
 WAYS = ("floor (canned transport)", "loopback (no replay)", "boundary, no store")
 

@@ -21,6 +21,8 @@ import pytest
 from agentbench.cli import main
 from agentbench.testing import OpenAICompatibleServer
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 OPENAI_AGENT = """
 import json
 from openai import OpenAI

@@ -44,6 +44,8 @@ from agentbench.tools import (
     sandbox_isolation,
 )
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 
 @pytest.fixture(scope="module")
 def isolation() -> dict[str, object]:

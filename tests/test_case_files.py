@@ -23,6 +23,8 @@ from agentbench.trace.code_version import anchor
 from agentbench.trace.store import TraceStore
 from tests.weather_suite import AGENT, SUITE
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -19,6 +19,8 @@ from agentbench.cli import main
 from agentbench.commands import report as report_command
 from agentbench.trace.code_version import code_version
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

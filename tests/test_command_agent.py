@@ -27,6 +27,8 @@ from agentbench.boundary.process import run_process
 from agentbench.cli import main
 from agentbench.testing import OpenAICompatibleServer
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 AGENT = r"""
 import json, os, subprocess, sys, time
 from openai import OpenAI

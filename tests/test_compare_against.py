@@ -19,6 +19,8 @@ from agentbench.trace.store import TraceStore
 from tests.test_compare_evals import CASES
 from tests.weather_suite import AGENT, SUITE, respond
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(

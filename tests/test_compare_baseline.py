@@ -13,6 +13,8 @@ from agentbench.errors import UsageError
 from agentbench.evals.comparing.baseline import find_baseline, resolve_baseline
 from agentbench.trace.store import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -22,6 +22,8 @@ from agentbench.testing import OpenAICompatibleServer
 from agentbench.trace.store import TraceStore
 from tests.weather_suite import AGENT, SUITE, respond
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 CASES = """
 - id: paris
   input: Weather in Paris?

@@ -27,6 +27,8 @@ from agentbench.testing import OpenAICompatibleServer
 from agentbench.trace.store import TraceStore
 from tests.weather_suite import AGENT, respond
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 SUITE = """
 name: mini
 agent: agent.py:agent

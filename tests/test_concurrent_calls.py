@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from agentbench.replay.cassette import Cassette, Interaction
 from agentbench.replay.models import ReplayModel
 from agentbench.runtime.models import ChatResponse
+
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
 
 
 def request(prompt: str) -> dict:

@@ -31,6 +31,8 @@ from agentbench.runtime.deadlines import DeadlineExceeded, within
 from agentbench.runtime.retry import RetryPolicy
 from agentbench.runtime.tools import ResultKind
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 DEADLINE_S = 0.05
 PAST_IT_S = 0.25  # how long the loop is held: well past DEADLINE_S, on any machine
 BOUND_S = 10.0  # what a wait for another thread may take before the test gives up

@@ -27,6 +27,8 @@ from agentbench.trace.store import TraceStore
 from tests.test_harness import recorded, run, suite_dir  # noqa: F401 (fixtures)
 from tests.weather_suite import AGENT, respond
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 VERDICT = (
     "diverged at step 1 (weather); steps after 1 replayed from a recording that no longer applies"
 )

@@ -20,6 +20,8 @@ import pytest
 import agentbench
 from agentbench.cli import cli
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 # What exists only where the docs were written; a docstring in the API reference included.
 NOT_FOR_READERS = ("DESIGN.md", "../shared", "/work/")

@@ -39,6 +39,8 @@ from agentbench.runtime.message_view import MessageView
 from agentbench.runtime.models import ChatResponse, Usage
 from agentbench.runtime.tools import ToolResult
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 
 @tool(effect="read_only")
 def lookup(n: int) -> dict[str, Any]:

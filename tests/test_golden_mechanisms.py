@@ -24,6 +24,8 @@ import yaml
 from agentbench.cli import main
 from agentbench.trace.code_version import code_version
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 NEW_CASES = {
     "memory": {"lookups-summarized", "pinned-fact-outlives-dropped-turns"},

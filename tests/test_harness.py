@@ -13,6 +13,8 @@ from agentbench.cli import main
 from agentbench.testing import OpenAICompatibleServer
 from tests.weather_suite import AGENT, SUITE, respond
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CASES = """

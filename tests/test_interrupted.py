@@ -24,6 +24,8 @@ from agentbench.cli import main
 from agentbench.testing import OpenAICompatibleServer
 from tests.weather_suite import respond
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 PYTHON = sys.executable
 CONSOLE = str(Path(sys.executable).with_name("agentbench"))
 AGENT = textwrap.dedent('''

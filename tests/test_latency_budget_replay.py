@@ -17,6 +17,8 @@ from agentbench.cli import main
 from agentbench.testing import OpenAICompatibleServer
 from tests.weather_suite import AGENT, SUITE, respond
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 CASES = """
 - id: paris
   input: Weather in Paris?

@@ -21,6 +21,8 @@ import pytest
 from agentbench.testing import OpenAICompatibleServer
 from tests.test_journeys import ROOT, Result, _generated, agentbench, git
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 CASE = "status-prod-eu"  # expects "12 nodes", "78% CPU", "prod-eu-7" in the answer
 CASSETTE = Path("replays/sre") / f"{CASE}.yaml"
 # The reference policy answers from the tool result it is shown, as a capable model would.

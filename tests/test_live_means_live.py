@@ -21,6 +21,8 @@ from agentbench.testing import Delay, HTTPFault, OpenAICompatibleServer
 from tests.test_journeys import Result, agentbench
 from tests.weather_suite import AGENT, respond
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 PACKAGE = "liveweather"
 SUITE = f"""
 name: mini

@@ -30,6 +30,8 @@ from agentbench.replay.cassette import Cassette
 from agentbench.trace.schema import TABLES
 from agentbench.yaml_source import MAX_ALIAS_VALUES, YamlSyntaxError, load_yaml
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 CHOSEN = ("status-prod-eu", "status-staging-quiet")  # two cases of each suite run
 VICTIM_CASSETTE = Path("replays/victim/status-prod-eu.yaml")

@@ -32,6 +32,8 @@ from agentbench.runtime.mcp import connection as conn
 from agentbench.testing import OpenAICompatibleServer
 from tests.mcp_servers import ROOT, serving_over_http
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 CONSOLE = str(Path(sys.executable).with_name("agentbench"))
 BOUND_S = 60.0  # for anything a test waits on; never reached when things work
 

@@ -34,6 +34,8 @@ from agentbench.runtime.mcp.tools import tool_result
 from agentbench.runtime.tools import BusinessFailure, Effect
 from tests.mcp_servers import serving_over_http
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 TIME = StdioServer([sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"])
 

@@ -34,7 +34,7 @@ APP = ROOT / "examples" / "otel" / "plain_app.py"
 AGENT = ROOT / "examples" / "otel" / "weather_agent.py"
 SYSTEM = "You answer weather questions. Use get_weather; never guess."
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 
 def weather_model(request: dict[str, Any]) -> Any:

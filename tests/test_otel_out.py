@@ -29,6 +29,8 @@ from agentbench.replay.stored_events import events_of
 from agentbench.testing.collector import OtlpCollector
 from agentbench.trace import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-live-" + "Q7x9" * 8
 

@@ -24,6 +24,8 @@ from agentbench.loading import load_object
 from agentbench.trace import TraceStore
 from tests.weather_suite import AGENT, SUITE
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parents[1]
 PARIS = [ToolCall("get_weather", {"city": "Paris"}), "Paris: 21 degrees."]
 

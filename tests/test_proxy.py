@@ -31,6 +31,8 @@ from agentbench.replay.cassette import Cassette, Interaction
 from agentbench.runtime.models import ChatResponse, ToolCall
 from agentbench.testing.server import HTTPFault, OpenAICompatibleServer
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 MODEL = "test-model"
 PROXY = [sys.executable, "-m", "agentbench", "proxy"]
 WEATHER = [

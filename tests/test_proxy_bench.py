@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "proxy.py"
 
 

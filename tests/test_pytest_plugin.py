@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
 

@@ -16,6 +16,8 @@ import pytest
 
 from tests.test_journeys import ROOT, _generated, agentbench, apply, edit
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ray = pytest.importorskip("ray")
 
 SUITE = "customer_service"

@@ -36,6 +36,8 @@ from agentbench.trace.errors import StoreNotFoundError
 from agentbench.trace.recording.event_wire import WireReader, WireWriter
 from agentbench.trace.schema import TABLES
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 SECRET = "sk-shop-7f3a9c2e1b5d8f4a6c0e"
 
 

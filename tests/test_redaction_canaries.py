@@ -39,6 +39,8 @@ from agentbench.cli import main
 from agentbench.testing import OpenAICompatibleServer
 from agentbench.trace.redaction.secret_forms import spellings
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 _RANDOM = random.Random(12)  # fixed: a failure names the same canary every run
 
 

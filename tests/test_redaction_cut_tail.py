@@ -3,11 +3,14 @@ find exactly what a search of the whole piece finds (what `_cut_tail` did before
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentbench.trace.redaction import cuts as redact
 from agentbench.trace.redaction.redactor import Redactor
+
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
 
 # Token characters, the secret prefixes' letters, and the separators around them.
 _ALPHABET = st.sampled_from(list("sk-ghpxoAKIAeyJ_./+=~ab09 \"':,\n…é"))

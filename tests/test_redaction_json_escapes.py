@@ -15,11 +15,14 @@ import json
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentbench.report.embed import script_json
 from agentbench.trace.redaction.redactor import Redactor
+
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
 
 ENV_SECRET = "Kt7EnvSecretValue42"  # holds `k` and `t`: the clean alphabet below cannot spell it
 SK_KEY = "sk-" + "Ab3Cd4Ef5Gh6Ij7Kl8Mn9"

@@ -21,6 +21,8 @@ from agentbench import Agent, ToolCall, tool
 from agentbench.runtime.models import FunctionModel
 from agentbench.trace import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 PASSWORD = "Winter-Is-Coming-2024"
 MARKER = b"visible-marker-9a9a"
 

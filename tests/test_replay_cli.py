@@ -13,6 +13,8 @@ from agentbench.replay.convert import cassette_from_store, store_cassette, store
 from agentbench.replay.trajectory import trajectory
 from agentbench.trace.store import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 FIXTURE = Path(__file__).parent / "fixtures" / "replay_agents.py"
 SCRIPT = [
     ToolCall("get_weather", {"city": "Paris"}),

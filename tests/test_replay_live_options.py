@@ -22,6 +22,8 @@ from agentbench.testing import OpenAICompatibleServer
 from tests.test_journeys import Result, agentbench
 from tests.weather_suite import AGENT, respond
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 PACKAGE = "replayweather"  # the agent's package, at the repository root
 AGENT_REF = f"{PACKAGE}.agent:agent"
 SUITE = f"""

@@ -23,6 +23,8 @@ import pytest
 from agentbench.replay.diff import CAUSE_ORDER, Divergence, align, by_cause, with_request_drift
 from agentbench.replay.trajectory import Step
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 CASSETTE = Path("replays/customer_service/refund-follow-up.yaml")
 AGENT = Path("golden/customer_service/agent.py")

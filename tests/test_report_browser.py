@@ -36,6 +36,8 @@ try:
 except ImportError:  # reported by the `browser` fixture: a skip locally, a failure in CI
     webdriver = None
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 FLAGS = (
     "--headless",
     "--no-sandbox",

@@ -23,6 +23,8 @@ from agentbench.evals.storage import results_store
 from agentbench.report.history_page import write_history_report
 from agentbench.trace.store import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 START = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 

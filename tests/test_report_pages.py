@@ -37,6 +37,8 @@ try:
 except ImportError:  # the `browser` fixture reports it
     pass
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 MARKDOWN = "\n".join(
     [
         "## Refund *issued*",

@@ -29,6 +29,8 @@ from agentbench.runtime.memory import MemoryPolicy
 from agentbench.runtime.run_state import RunState
 from agentbench.runtime.summarizers import LLMSummarizer
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 
 def timeouts(result) -> list[str]:
     return [

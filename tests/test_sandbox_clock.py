@@ -29,6 +29,8 @@ from agentbench.runtime.builtin import _sandbox_process
 from agentbench.runtime.builtin._sandbox_clock import OWN_TIME, WALL_CLOCK, ProgramClock
 from agentbench.tools import SandboxLimits, SandboxOutcome, run_python
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 TICKS = os.sysconf("SC_CLK_TCK")
 INIT, PROGRAM, CHILD = 10, 11, 12
 

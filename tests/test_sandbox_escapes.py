@@ -32,6 +32,8 @@ from sandbox_support import (
 from agentbench.runtime.builtin._sandbox_seccomp import _NUMBERS
 from agentbench.tools import SandboxLimits, SandboxOutcome, sandbox_isolation
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parents[1]
 MACHINE = os.uname().machine
 

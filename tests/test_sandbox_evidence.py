@@ -38,6 +38,8 @@ from agentbench.runtime.builtin._sandbox_cpu import WATCHED, CpuQuotaWatch
 from agentbench.tools import SandboxLimits, SandboxOutcome, python_sandbox, sandbox_isolation
 from agentbench.trace import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

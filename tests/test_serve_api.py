@@ -16,6 +16,8 @@ from agentbench import Agent, ModelSettings, ToolCall, tool
 from agentbench.runtime.models import FunctionModel
 from agentbench.trace import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 QUESTION = [{"role": "user", "content": "Where is my order A17?"}]
 
 

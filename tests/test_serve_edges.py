@@ -25,6 +25,8 @@ from agentbench.runtime.models import FunctionModel
 from agentbench.serve.callers import KeyEntries, read_key_file
 from agentbench.trace import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 ALICE, BOB, OPS = "alice-key-7Qm2Vb8Nc4Rt6Yw1", "bob-key-Zs3Kd5Hf0Jg9Lp2Xc", "ops-key-Wq4Er7Ty1Ui"
 QUESTION = [{"role": "user", "content": "Where is my order A17?"}]

@@ -16,6 +16,8 @@ from serve_support import Desk, desk_agent, served, service_for
 from agentbench.serve import Caller
 from agentbench.trace import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 QUESTION = [{"role": "user", "content": "Where is my order A17?"}]
 
 

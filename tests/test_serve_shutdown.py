@@ -17,6 +17,8 @@ import pytest
 
 from agentbench.trace import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = "tests/fixtures/served_agents.py:desk"
 QUESTION = {"model": "desk", "messages": [{"role": "user", "content": "Where is A17?"}]}

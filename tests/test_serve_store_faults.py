@@ -35,6 +35,8 @@ from agentbench.trace import TraceStore
 from agentbench.trace.journal import spool
 from agentbench.trace.storage import database as store_database
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 QUESTION = [{"role": "user", "content": "Where is my order A17?"}]
 DESK = "tests/fixtures/served_agents.py:desk"
 

@@ -30,7 +30,7 @@ from agentbench.runtime.fallback import FallbackModel, fallback_of
 from agentbench.testing import HTTPFault, OpenAICompatibleServer
 from tests.retry_support import NoWaitRetryPolicy
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 NO_WAIT = NoWaitRetryPolicy()
 LOCAL = "http://127.0.0.1:9/v1"  # where the agent's models point; the replay re-points them

@@ -22,6 +22,8 @@ from agentbench.errors import UsageError
 from agentbench.evals.running.shards import Shard, assign, recorded_calls
 from tests.test_journeys import ROOT, _generated, agentbench, apply, edit, git
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 SUITE = "customer_service"
 CHANGED = (edit('"total": 42.5', '"total": 40.5'),)
 

@@ -21,6 +21,8 @@ from agentbench.runtime.builtin import _sql_process
 from agentbench.tools import sql_query
 from golden.sql_analyst import data
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parents[1]
 NAME_OF_ADA = "SELECT name FROM customers WHERE id = 1"
 

@@ -24,7 +24,7 @@ from agentbench import ResultKind, ToolResult
 from agentbench.errors import UsageError
 from agentbench.tools import sql_query
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+pytestmark = [pytest.mark.skipif(sys.platform != "linux", reason="reads /proc"), pytest.mark.slow]
 
 
 @pytest.fixture

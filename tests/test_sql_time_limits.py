@@ -29,7 +29,7 @@ from agentbench.runtime.builtin import _sql_process, _sql_worker
 from agentbench.runtime.builtin._sql_process import WorkerPool
 from agentbench.tools import sql_query
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+pytestmark = [pytest.mark.skipif(sys.platform != "linux", reason="reads /proc"), pytest.mark.slow]
 
 # md5 over a million rows of a ten-row table joined with itself: about half a second of CPU.
 BUSY = "SELECT count(DISTINCT md5(a.note || b.note || c.note || d.note || e.note || f.id)) AS n "

@@ -43,6 +43,8 @@ from agentbench.trace.journal.spool import Journal
 from agentbench.trace.storage import database as store_database
 from agentbench.trace.storage.faults import storage_fault
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = "golden/brakes"  # one run a trial, no sandbox or MCP server
 ONE_CASE = "brakes/repeated-call-stopped"

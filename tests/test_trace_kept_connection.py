@@ -25,6 +25,8 @@ from agentbench.trace import TraceStore
 from agentbench.trace.recording import local as recording
 from agentbench.trace.storage import database
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 AGENT = Path(__file__).parent / "fixtures" / "trace_agent.py"
 TIMEOUT_S = 60
 # Opens the store for writing without waiting: fails while any process holds its lock.

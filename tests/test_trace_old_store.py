@@ -22,6 +22,8 @@ from agentbench.replay.convert import cassette_from_store, conversation, events_
 from agentbench.trace.storage.migrations import LATEST
 from agentbench.trace.store import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "store_schema2"
 

@@ -30,6 +30,8 @@ from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.schema import RunRows
 from agentbench.trace.storage import ingest
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 STEPS = 40
 
 

@@ -18,6 +18,8 @@ import pytest
 
 from agentbench.trace import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 AGENT = Path(__file__).parent / "fixtures" / "trace_agent.py"
 HOLD_LOCK = (
     "import duckdb, sys\n"

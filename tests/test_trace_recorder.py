@@ -30,6 +30,8 @@ from agentbench.trace import TraceRecorder, TraceStore
 from agentbench.trace.code_version import code_version
 from agentbench.trace.store import store_from_env
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 
 @tool(effect="read_only")
 def echo(text: str) -> str:

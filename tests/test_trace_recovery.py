@@ -25,6 +25,8 @@ from agentbench.trace.storage import readers
 from agentbench.trace.storage.database import opened
 from tests.spool_plant import POISONS, finished, plant_dead_journal
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 AGENT = Path(__file__).parent / "fixtures" / "trace_agent.py"
 TIMEOUT_S = 60
 

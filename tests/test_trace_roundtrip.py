@@ -42,6 +42,8 @@ from agentbench.trace.redaction.rules import RedactionRules
 from agentbench.trace.storage import queries
 from agentbench.trace.store import TraceStore
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 # Redaction has its own tests; here any generated text must come back as it went in.
 NO_REDACTION = RedactionRules(keys=(), patterns=(), mask_environment=False)
 ROUND_TRIP = settings(

@@ -23,6 +23,8 @@ from agentbench.trace.schema import ARROW_SCHEMAS, TABLES, RunRows
 from agentbench.trace.storage.migrations import LATEST, MIGRATIONS
 from agentbench.trace.storage.portable import EVAL_TABLES
 
+pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
+
 
 @tool(effect="read_only")
 def price(item: str) -> float:
