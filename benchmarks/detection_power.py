@@ -1,6 +1,7 @@
 """Detection power: do the golden suites catch a behaviour change, and name it at its root?
 
-    python benchmarks/detection_power.py [--only ID]... [--list] [--json] [--workers 2]
+    python benchmarks/detection_power.py [--only ID]... [--suite NAME]... [--list] [--json]
+                                         [--workers 2]
     python benchmarks/detection_power.py --unchanged N [--concurrency C] [--load] [--json]
 
 The package, the golden suites and their cassettes are copied to a temporary directory (the
@@ -17,6 +18,10 @@ baseline with `--baseline EVAL --json`, the file is restored, and the comparison
 * false positive — an equivalent rewrite flagged anything.
 
 Also printed: how many were caught at the right step whatever the class named there.
+
+`--suite NAME` runs only those suites of `golden/` (every one by default): a quicker check of
+the mutations that touch them; a chosen mutation expected to flag a case of another suite is
+refused (exit 2), since it could only be missed.
 
 `--unchanged N` runs the unmodified suites N times against the baseline instead (with
 `--concurrency C`, and with `--load` two CPU burners alongside: stress-ng when installed) and
@@ -55,6 +60,7 @@ from mutation_model import (
 from mutations import MUTATIONS
 
 REPO = Path(__file__).resolve().parent.parent
+GOLDEN = REPO / "golden"
 COPIED = ("agentbench", "golden", "replays", "pyproject.toml")
 RUN_TIMEOUT_S = 600
 
@@ -96,9 +102,11 @@ def check_runs_copy(root: Path) -> None:
             raise RuntimeError(f"{module_file} is imported instead of the copy under {root}")
 
 
-def run_golden(root: Path, db: Path, *extra: str) -> dict[str, Any]:
-    """`agentbench run golden/ --json` in the copy at `root`; the JSON document it printed."""
-    command = [sys.executable, "-m", "agentbench", "run", "golden/", "--db", str(db), "--json"]
+def run_golden(root: Path, db: Path, suites: Sequence[str], *extra: str) -> dict[str, Any]:
+    """`agentbench run golden/ --json` in the copy at `root` (only `golden/NAME` for each of
+    `suites`, when any are named); the JSON document it printed."""
+    paths = [f"golden/{name}" for name in suites] or ["golden/"]
+    command = [sys.executable, "-m", "agentbench", "run", *paths, "--db", str(db), "--json"]
     command += ["--no-report", *extra]
     done = subprocess.run(
         command,
@@ -123,12 +131,13 @@ class Baseline:
     """A copy of the tree with a recorded baseline eval; the store is copied for each run so
     every run compares with the same, untouched baseline."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, suites: Sequence[str] = ()) -> None:
         self.workdir = workdir
+        self.suites = tuple(suites)
         self.root = copy_tree(workdir / "base")
         check_runs_copy(self.root)
         self.db = workdir / "base.duckdb"
-        document = run_golden(self.root, self.db)
+        document = run_golden(self.root, self.db, self.suites)
         self.eval_id: str = document["eval_id"]
         self.summary: dict[str, Any] = document["summary"]
 
@@ -136,7 +145,7 @@ class Baseline:
         db = self.workdir / f"{name}.duckdb"
         shutil.copy2(self.db, db)
         try:
-            return run_golden(root, db, "--baseline", self.eval_id, *extra)
+            return run_golden(root, db, self.suites, "--baseline", self.eval_id, *extra)
         finally:
             db.unlink(missing_ok=True)
             shutil.rmtree(db.with_name(db.name + ".spool"), ignore_errors=True)
@@ -296,6 +305,13 @@ def _run_line(run: dict[str, Any]) -> str:
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", action="append", metavar="ID", help="Only this mutation.")
+    parser.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="Only this suite of golden/ (repeatable; default: all).",
+    )
     parser.add_argument("--list", action="store_true", help="List the mutations and stop.")
     parser.add_argument("--json", action="store_true", help="Print the results as JSON.")
     parser.add_argument("--workers", type=int, default=2, help="Mutations run at once.")
@@ -303,6 +319,20 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, metavar="C", help="agentbench run -n C.")
     parser.add_argument("--load", action="store_true", help="Burn 2 CPUs meanwhile.")
     return parser.parse_args(argv)
+
+
+def _suites_problem(suites: Sequence[str], chosen: Sequence[Mutation]) -> str | None:
+    """Why `--suite` cannot measure these mutations (an unknown suite, or a mutation expected
+    to flag a case of a suite left out), or None."""
+    unknown = sorted(s for s in suites if not (GOLDEN / s / "suite.yaml").is_file())
+    if unknown:
+        return f"no suite named {', '.join(unknown)} in golden/"
+    outside = sorted(
+        m.id for m in chosen for e in m.expect if e.case.split("/", 1)[0] not in suites
+    )
+    if outside:
+        return f"{', '.join(outside)} expect cases of suites left out by --suite"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -315,6 +345,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"no mutation named {', '.join(unknown)} (see --list)", file=sys.stderr)
             return 2
         chosen = [m for m in MUTATIONS if m.id in args.only]
+    if args.suite:
+        problem = _suites_problem(args.suite, chosen)
+        if problem:
+            print(problem, file=sys.stderr)
+            return 2
     if args.list:
         for m in chosen:
             what = (
@@ -327,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_mutations(chosen)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="detection-power-") as tmp:
-        base = Baseline(Path(tmp))
+        base = Baseline(Path(tmp), args.suite)
         if args.unchanged:
             with cpu_load(args.load) as load:
                 runs = unchanged_runs(base, args.unchanged, args.concurrency)

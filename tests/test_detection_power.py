@@ -112,6 +112,8 @@ def test_one_caught_mutation_and_one_silent_rewrite_through_the_cli() -> None:
             "refund-tier-threshold",
             "--only",
             "eq-rename-cut",
+            "--suite",  # the suite the caught one changes: the journey, not every suite
+            "customer_service",
             "--json",
         ],
         capture_output=True,
@@ -127,6 +129,32 @@ def test_one_caught_mutation_and_one_silent_rewrite_through_the_cli() -> None:
     assert not by_id["eq-rename-cut"]["caught"]
     assert document["rates"]["caught_pct"] == 100.0
     assert document["rates"]["false_positive_pct"] == 0.0
+
+
+def test_a_mutation_expected_in_a_suite_left_out_is_refused() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "detection_power.py"),
+            *("--only", "refund-tier-threshold", "--suite", "sre", "--suite", "no_such"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "no suite named no_such in golden/" in done.stderr
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "detection_power.py"),
+            *("--only", "refund-tier-threshold", "--suite", "sre", "--list"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "refund-tier-threshold expect cases of suites left out by --suite" in done.stderr
 
 
 def test_unknown_mutation_is_refused() -> None:
