@@ -102,22 +102,18 @@ def test_the_copy_leaves_out_compiled_files_and_stores(tmp_path: Path) -> None:
     assert not list(root.rglob("__pycache__"))
 
 
+def detection_power(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`benchmarks/detection_power.py ARGS` as a user runs it."""
+    command = [sys.executable, str(BENCH / "detection_power.py"), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
 def test_one_caught_mutation_and_one_silent_rewrite_through_the_cli() -> None:
     """The whole journey: copy, baseline, mutate, `agentbench run --baseline`, restore, score."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "detection_power.py"),
-            "--only",
-            "refund-tier-threshold",
-            "--only",
-            "eq-rename-cut",
-            "--suite",  # the suite the caught one changes: the journey, not every suite
-            "customer_service",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
+    done = detection_power(
+        *("--only", "refund-tier-threshold", "--only", "eq-rename-cut"),
+        # The suite the caught one changes: the journey, not every suite.
+        *("--suite", "customer_service", "--json"),
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
@@ -132,36 +128,14 @@ def test_one_caught_mutation_and_one_silent_rewrite_through_the_cli() -> None:
 
 
 def test_a_mutation_expected_in_a_suite_left_out_is_refused() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "detection_power.py"),
-            *("--only", "refund-tier-threshold", "--suite", "sre", "--suite", "no_such"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    mutation = ("--only", "refund-tier-threshold")
+    done = detection_power(*mutation, "--suite", "sre", "--suite", "no_such")
     assert done.returncode == 2 and "no suite named no_such in golden/" in done.stderr
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "detection_power.py"),
-            *("--only", "refund-tier-threshold", "--suite", "sre", "--list"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = detection_power(*mutation, "--suite", "sre", "--list")
     assert done.returncode == 2
     assert "refund-tier-threshold expect cases of suites left out by --suite" in done.stderr
 
 
 def test_unknown_mutation_is_refused() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "detection_power.py"), "--only", "no-such", "--list"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = detection_power("--only", "no-such", "--list")
     assert done.returncode == 2 and "no mutation named no-such" in done.stderr
