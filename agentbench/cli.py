@@ -22,6 +22,7 @@ from agentbench.commands.boundary import (
 from agentbench.commands.boundary import report as report_error
 from agentbench.commands.gate import gate
 from agentbench.commands.history import history
+from agentbench.commands.mcp_proxy import mcp_proxy
 from agentbench.commands.merge import merge
 from agentbench.commands.otel import export_otel, import_otel
 from agentbench.commands.promote import promote
@@ -76,6 +77,7 @@ cli.add_command(merge)
 cli.add_command(gate)
 cli.add_command(tools)
 cli.add_command(proxy)
+cli.add_command(mcp_proxy)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,9 @@ MAX_BODY = 64 * 1024 * 1024
 # A body, or an event stream's events as they arrive.
 Payload = bytes | AsyncIterator[bytes]
 Answer = Callable[[Wire, dict[str, Any], dict[str, str]], Awaitable[tuple[int, str, Payload]]]
+# What answers `/mcp/...`: method, path, headers and body in; status, content type, body out
+# (`mcp_proxy.http_front.McpRoutes`). It may raise ConnectionError to drop the connection.
+McpAnswer = Callable[[str, str, dict[str, str], bytes], Awaitable[tuple[int, str, bytes]]]
 
 
 class BadRequestError(Exception):
@@ -45,9 +48,16 @@ class BoundaryServer:
     """Serves `answer` on 127.0.0.1 until closed; `base_url` ends in `/v1`."""
 
     def __init__(
-        self, answer: Answer, *, model: str = "", max_body: int = MAX_BODY, port: int = 0
+        self,
+        answer: Answer,
+        *,
+        model: str = "",
+        max_body: int = MAX_BODY,
+        port: int = 0,
+        mcp: McpAnswer | None = None,
     ) -> None:
         self._answer = answer
+        self._mcp = mcp
         self._model = model
         self._max_body = max_body
         self._port = port  # 0: the OS picks a free one
@@ -62,6 +72,11 @@ class BoundaryServer:
         port = self._server.sockets[0].getsockname()[1]
         self.base_url = f"http://127.0.0.1:{port}/v1"
         return self
+
+    @property
+    def root_url(self) -> str:
+        """The server's address with no path: `http://127.0.0.1:PORT`."""
+        return self.base_url.removesuffix("/v1")
 
     async def close(self) -> None:
         if self._server is None:
@@ -112,6 +127,8 @@ class BoundaryServer:
     async def _route(
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, str, Payload]:
+        if self._mcp is not None and (path == "/mcp" or path.startswith(("/mcp/", "/mcp?"))):
+            return await self._mcp(method, path, headers, body)
         if method == "GET" and path.split("?", 1)[0].rstrip("/").endswith("/models"):
             listing = {"object": "list", "data": [{"id": self._model, "object": "model"}]}
             return 200, "application/json", orjson.dumps(listing)

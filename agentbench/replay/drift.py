@@ -427,6 +427,14 @@ def request_diff(
     return changes
 
 
+def value_diff(old: Any, new: Any, path: str) -> list[Change]:
+    """Every difference between two JSON values (a recorded and a live answer), each at its
+    path under `path`."""
+    changes: list[Change] = []
+    _diff(old, new, path, changes, False)
+    return changes
+
+
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 

@@ -9,6 +9,7 @@ dispatch tools are the framework's own and always run.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping
@@ -45,12 +46,12 @@ class ToolPolicies:
     default: ToolPolicy = ToolPolicy.LIVE
     per_tool: dict[str, ToolPolicy] = field(default_factory=dict)
     stubs: dict[str, Any] = field(default_factory=dict)
-    faults: dict[str, str] = field(default_factory=dict)  # tool -> "error" | "timeout"
+    faults: dict[str, str] = field(default_factory=dict)  # tool -> a FAULT_KINDS kind
 
     @classmethod
     def parse(cls, default: str = "live", specs: Iterable[str] = ()) -> ToolPolicies:
         """From CLI words: `NAME=live|recorded`, `NAME=stub:VALUE` (JSON or text),
-        `NAME=fault` / `NAME=fault:timeout`."""
+        `NAME=fault` / `NAME=fault:KIND` (`fault_problem` lists the kinds)."""
         policies = cls(default=ToolPolicy.parse(default))
         for spec in specs:
             name, sep, rule = spec.partition("=")
@@ -62,8 +63,8 @@ class ToolPolicies:
             if policy is ToolPolicy.STUB:
                 policies.stubs[name] = _stub_value(argument)
             elif policy is ToolPolicy.FAULT:
-                if argument not in ("", "error", "timeout"):
-                    raise UsageError(f"--tool {spec!r}: a fault is 'error' or 'timeout'")
+                if (problem := fault_problem(argument)) is not None:
+                    raise UsageError(f"--tool {spec!r}: {problem}")
                 policies.faults[name] = argument or "error"
         return policies
 
@@ -77,6 +78,50 @@ class ToolPolicies:
 
     def policy_for(self, tool: str) -> ToolPolicy:
         return self.per_tool.get(tool, self.default)
+
+    def overridden(self, other: ToolPolicies) -> ToolPolicies:
+        """These policies with `other`'s per-tool rules on top (a case's over its suite's)."""
+        return ToolPolicies(
+            self.default,
+            {**self.per_tool, **other.per_tool},
+            {**self.stubs, **other.stubs},
+            {**self.faults, **other.faults},
+        )
+
+
+# What can go wrong with a tool on purpose. `error` and `timeout` apply to every tool; an MCP
+# server's tools, served through `agentbench mcp-proxy`, also take `jsonrpc` (a JSON-RPC error
+# in place of a result), `crash` (the server goes away mid-call) and `slow:SECONDS` (the answer
+# comes that late). Elsewhere those three are a failed call (`jsonrpc`, `crash`) and a late
+# one (`slow`).
+FAULT_KINDS = ("error", "timeout", "jsonrpc", "crash", "slow")
+
+
+def fault_problem(kind: str) -> str | None:
+    """What is wrong with a fault's kind as written after `fault:`, or None."""
+    name, _, seconds = kind.partition(":")
+    if name == "slow":
+        try:
+            delay = float(seconds)
+        except ValueError:
+            delay = -1.0
+        if not 0 <= delay <= 3600:
+            return (
+                f"a slow fault names its delay in seconds, 0 to 3600 (fault:slow:2.5); got {kind!r}"
+            )
+        return None
+    if kind not in ("", *FAULT_KINDS) or seconds:
+        return f"a fault is one of {', '.join(FAULT_KINDS)} (slow:SECONDS); got {kind!r}"
+    return None
+
+
+_FAILED = {"crash": "crashed", "jsonrpc": "answered with a protocol error"}
+
+
+def slow_delay(kind: str) -> float | None:
+    """The delay of a `slow:SECONDS` fault, None for any other kind."""
+    name, _, seconds = kind.partition(":")
+    return float(seconds) if name == "slow" else None
 
 
 def _stub_value(text: str) -> Any:
@@ -172,12 +217,20 @@ class ReplayTools:
         if policy is ToolPolicy.STUB:
             return ToolResult.ok(self.policies.stubs.get(tool.name))
         if policy is ToolPolicy.FAULT:
-            if self.policies.faults.get(tool.name) == "timeout":
+            kind = self.policies.faults.get(tool.name, "error")
+            delay = slow_delay(kind)
+            if delay is not None:  # late, then as the tool answers
+                await asyncio.sleep(delay)
+                return None
+            if kind == "timeout":
                 after = "" if tool.timeout_s is None else f" after {tool.timeout_s:g} s"
                 return ToolResult.system_error(
                     f"tool {tool.name!r} timed out{after} (injected fault)"
                 )
-            return ToolResult.system_error(f"tool {tool.name!r} failed (injected fault)")
+            what = {"crash": "crashed", "jsonrpc": "answered with a protocol error"}.get(
+                kind, "failed"
+            )
+            return ToolResult.system_error(f"tool {tool.name!r} {what} (injected fault)")
         queue = self._recorded.get(_key(tool.name, arguments))
         if not queue:
             return ToolResult.system_error(

@@ -45,7 +45,7 @@ from agentbench.evals.suites.validation import (
 )
 from agentbench.loading import import_module, load_object
 from agentbench.replay.faults import ServeKey
-from agentbench.replay.tool_policy import ToolPolicies, ToolPolicy
+from agentbench.replay.tool_policy import ToolPolicies, ToolPolicy, fault_problem
 from agentbench.runtime.agent import ModelSettings
 from agentbench.runtime.models import Usage
 
@@ -96,8 +96,8 @@ def _tool_rule(rule: str) -> str:
         policy = ToolPolicy.parse(kind)
     except UsageError as exc:
         raise ValueError(str(exc)) from None
-    if policy is ToolPolicy.FAULT and argument not in ("", "error", "timeout"):
-        raise ValueError(f"expected fault, fault:error or fault:timeout; got {rule!r}")
+    if policy is ToolPolicy.FAULT and (problem := fault_problem(argument)) is not None:
+        raise ValueError(problem)
     if policy in (ToolPolicy.LIVE, ToolPolicy.RECORDED) and argument:
         raise ValueError(f"{policy.value} takes no value; got {rule!r}")
     return rule
@@ -114,7 +114,8 @@ class ToolsConfig(BaseModel):
     overrides: dict[str, Annotated[str, AfterValidator(_tool_rule)]] = Field(
         default_factory=dict,
         description='Per tool: "live", "recorded", "stub:VALUE" (JSON or text), "fault", '
-        '"fault:timeout".',
+        '"fault:timeout"; an MCP tool served by mcp-proxy also "fault:jsonrpc", "fault:crash", '
+        '"fault:slow:SECONDS".',
     )
 
     def policies(self) -> ToolPolicies:

@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -74,22 +75,13 @@ class StdioTransport:
 
     def kill(self) -> None:
         """End the server's whole process group at once (a server that stopped answering)."""
-        if self._keeper is not None and self._keeper.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._keeper.pid, signal.SIGKILL)
+        kill_kept(self._keeper)
 
     async def close(self) -> None:
         """End the server's input and the keeper's lifeline: the keeper gives the server its
         grace and then ends the group. Waits for that, boundedly; kills what is left."""
-        keeper = self._keeper
-        if keeper is not None and keeper.stdin is not None:
-            keeper.stdin.close()
-        if self._lifeline is not None:
-            os.close(self._lifeline)
-            self._lifeline = None
-        if keeper is not None and not await _exited_within(keeper, _CLOSE_WAIT_S):
-            self.kill()
-            await _exited_within(keeper, GRACE_S)
+        lifeline, self._lifeline = self._lifeline, None
+        await stop_kept(self._keeper, lifeline)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -99,43 +91,11 @@ class StdioTransport:
         from mcp.client.stdio import get_default_environment
 
         server = self.server
-        lifeline_in, lifeline_out = os.pipe()
-        report_in, report_out = os.pipe()
-        settings = {
-            "command": list(server.command),
-            "cwd": server.cwd,
-            "lifeline": lifeline_in,
-            "report": report_out,
-            "grace_s": GRACE_S,
-        }
-        try:
-            keeper = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-I",
-                str(KEEPER),
-                json.dumps(settings),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._errlog,
-                env=get_default_environment() | dict(server.env or ()),
-                pass_fds=(lifeline_in, report_out),
-                # Its own session: a Ctrl-C at the terminal is this process's to handle, and
-                # one killpg reaches the server and everything it started.
-                start_new_session=True,
-            )
-        except BaseException:
-            os.close(lifeline_out)
-            os.close(report_in)
-            raise
-        finally:
-            os.close(lifeline_in)
-            os.close(report_out)
-        self._keeper, self._lifeline = keeper, lifeline_out
-        report = await _read_report(report_in)
-        if "pid" not in report:
-            await _exited_within(keeper, GRACE_S)
-            raise OSError(report.get("errno"), report.get("strerror"), report.get("filename"))
-        log.debug("MCP server (%s) started: pid %s", server.describe(), report["pid"])
+        env = get_default_environment() | dict(server.env or ())
+        keeper, self._lifeline = await start_kept(
+            list(server.command), server.cwd, env, self._errlog
+        )
+        self._keeper = keeper
         return keeper
 
     # -- the two directions --------------------------------------------------------------------
@@ -147,28 +107,13 @@ class StdioTransport:
                 await self._read_messages(stdout, to_session)
 
     async def _read_messages(self, stdout: asyncio.StreamReader, to_session: Any) -> None:
-        limit = self.server.max_message_bytes
-        line = bytearray()
-        discarded: Discarded | None = None
-        while chunk := await stdout.read(_CHUNK):
-            while chunk:
-                end = chunk.find(b"\n")
-                piece, chunk = (chunk, b"") if end < 0 else (chunk[:end], chunk[end + 1 :])
-                if discarded is not None:
-                    discarded.feed(piece)
-                elif len(line) + len(piece) > limit:
-                    discarded, line = Discarded(line), bytearray()
-                    discarded.feed(piece)
-                else:
-                    line += piece
-                if end < 0:
-                    continue
-                if discarded is not None:
-                    await self._refuse(discarded, to_session)
-                    discarded = None
-                elif line.strip():
-                    await self._deliver(bytes(line), to_session)
-                line = bytearray()
+        async def deliver(line: bytes) -> None:
+            await self._deliver(line, to_session)
+
+        async def refuse(discarded: Discarded) -> None:
+            await self._refuse(discarded, to_session)
+
+        await read_lines(stdout, self.server.max_message_bytes, deliver, refuse)
 
     async def _deliver(self, line: bytes, to_session: Any) -> None:
         from mcp.shared.message import SessionMessage
@@ -216,6 +161,108 @@ class StdioTransport:
             # The server stopped reading (or a message could not be written): end the
             # session's stream, so no call waits for an answer that cannot come.
             await to_session.aclose()
+
+
+# -- a process under its keeper, and its lines: shared with `agentbench mcp-proxy` -------------
+
+
+async def start_kept(
+    command: list[str], cwd: str | None, env: dict[str, str], errlog: Any
+) -> tuple[asyncio.subprocess.Process, int]:
+    """Start `command` in a process group of its own under the keeper; the keeper process
+    (whose stdin and stdout are the command's) and the write end of its lifeline."""
+    lifeline_in, lifeline_out = os.pipe()
+    report_in, report_out = os.pipe()
+    settings = {
+        "command": command,
+        "cwd": cwd,
+        "lifeline": lifeline_in,
+        "report": report_out,
+        "grace_s": GRACE_S,
+    }
+    try:
+        keeper = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-I",
+            str(KEEPER),
+            json.dumps(settings),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+            env=env,
+            pass_fds=(lifeline_in, report_out),
+            # Its own session: a Ctrl-C at the terminal is this process's to handle, and
+            # one killpg reaches the server and everything it started.
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(lifeline_out)
+        os.close(report_in)
+        raise
+    finally:
+        os.close(lifeline_in)
+        os.close(report_out)
+    try:
+        report = await _read_report(report_in)
+    except BaseException:
+        await stop_kept(keeper, lifeline_out)
+        raise
+    if "pid" not in report:
+        os.close(lifeline_out)
+        await _exited_within(keeper, GRACE_S)
+        raise OSError(report.get("errno"), report.get("strerror"), report.get("filename"))
+    log.debug("MCP server (%s) started: pid %s", " ".join(command), report["pid"])
+    return keeper, lifeline_out
+
+
+def kill_kept(keeper: asyncio.subprocess.Process | None) -> None:
+    """End a kept process's whole group at once."""
+    if keeper is not None and keeper.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(keeper.pid, signal.SIGKILL)
+
+
+async def stop_kept(keeper: asyncio.subprocess.Process | None, lifeline: int | None) -> None:
+    """End the command's input and the keeper's lifeline; wait for the group to end,
+    boundedly, and kill what is left."""
+    if keeper is not None and keeper.stdin is not None:
+        keeper.stdin.close()
+    if lifeline is not None:
+        os.close(lifeline)
+    if keeper is not None and not await _exited_within(keeper, _CLOSE_WAIT_S):
+        kill_kept(keeper)
+        await _exited_within(keeper, GRACE_S)
+
+
+async def read_lines(
+    stdout: asyncio.StreamReader,
+    limit: int,
+    deliver: Callable[[bytes], Awaitable[None]],
+    refuse: Callable[[Discarded], Awaitable[None]],
+) -> None:
+    """Newline-delimited messages, each up to `limit` bytes, until the output ends; a longer
+    one is read on in bounded memory and handed to `refuse`."""
+    line = bytearray()
+    discarded: Discarded | None = None
+    while chunk := await stdout.read(_CHUNK):
+        while chunk:
+            end = chunk.find(b"\n")
+            piece, chunk = (chunk, b"") if end < 0 else (chunk[:end], chunk[end + 1 :])
+            if discarded is not None:
+                discarded.feed(piece)
+            elif len(line) + len(piece) > limit:
+                discarded, line = Discarded(line), bytearray()
+                discarded.feed(piece)
+            else:
+                line += piece
+            if end < 0:
+                continue
+            if discarded is not None:
+                await refuse(discarded)
+                discarded = None
+            elif line.strip():
+                await deliver(bytes(line))
+            line = bytearray()
 
 
 async def _read_report(fd: int) -> dict[str, Any]:
