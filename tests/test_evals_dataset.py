@@ -259,7 +259,7 @@ def test_every_problem_is_reported_with_file_line_and_field(tmp_path: Path) -> N
         "suite.yaml:18:11: cases[0].expect[1].tool_called.args: expected a mapping; got ['Paris']",
         "suite.yaml:19:5: cases[1]: give either input (one user turn) or inputs (a list of user "
         "turns), not both",
-        "suite.yaml:22:5: cases[1].bogus: unknown field 'bogus'; expected one of: tags, inputs, "
+        "suite.yaml:22:5: cases[1].bogus: unknown field 'bogus'; expected one of: tags, tools, inputs, "
         "skip, input, serve, trials, context, cassette, description, expect, id, xfail",
         "suite.yaml:25:5: cases[2].input: duplicate key 'input' (first written at line 24); the "
         "later value would silently replace the earlier one",
@@ -399,8 +399,8 @@ def test_tool_policies_and_model_settings_are_checked_where_written(tmp_path: Pa
     assert problems_of(folder) == [
         "suite.yaml:3:3: tools.default: expected 'live', 'recorded', 'stub' or 'fault'; got "
         "'recordd' (did you mean 'recorded'?)",
-        "suite.yaml:4:15: tools.overrides.search: expected fault, fault:error or fault:timeout; "
-        "got 'fault:boom'",
+        "suite.yaml:4:15: tools.overrides.search: expected fault, fault:error, fault:timeout, "
+        "fault:jsonrpc, fault:crash or fault:slow:SECONDS; got 'fault:boom'",
         "suite.yaml:4:37: tools.overrides.clock: tool policy 'stubb' is not one of: live, "
         "recorded, stub, fault",
         "suite.yaml:6:14: model.settings.temprature: unknown field 'temprature'; expected one "

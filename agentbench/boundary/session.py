@@ -25,6 +25,9 @@ from agentbench.boundary.target import CallableTarget, TargetContext
 from agentbench.boundary.traffic import TurnTraffic
 from agentbench.boundary.wire import Wire
 from agentbench.errors import ModelError
+from agentbench.mcp_proxy.recording import RecordingError, recordings_from
+from agentbench.mcp_proxy.servers import CaseMcpServers
+from agentbench.replay.cassette import CassetteError
 from agentbench.replay.models import (
     RecordingModel,
     ReplayMissingError,
@@ -32,6 +35,7 @@ from agentbench.replay.models import (
     RequestDriftError,
 )
 from agentbench.replay.session import Turn, continue_conversation
+from agentbench.replay.tool_policy import ToolPolicies
 from agentbench.runtime.completions import CompletionFormatError
 from agentbench.runtime.context import Context
 from agentbench.runtime.events import Hook
@@ -180,44 +184,86 @@ async def run_turns(
     variables: dict[str, Any],
     store: Any = None,
     hooks: Sequence[Hook] = (),
+    mcp: CaseMcpServers | None = None,
 ) -> list[RunResult]:
     """Each user turn as one run of the function, its model calls answered by `model` (which
-    the caller closes); a turn after the first is handed the conversation so far."""
+    the caller closes); a turn after the first is handed the conversation so far. The
+    function's MCP servers are reached through `mcp`'s proxies (by default: answered from
+    the cassette's recording, or recorded when `model` records)."""
     served = _Served(model)
+    if mcp is None:
+        mcp = mcp_servers_for(model, ToolPolicies())
     name = target.model or getattr(model, "name", "") or ""
-    agents: dict[Any, str] = {}  # agents by what they show the model, across the turns
     results: list[RunResult] = []
-    async with BoundaryServer(served.answer, model=name) as server:
-        for number, turn in enumerate(turns, 1):
-            turn_input = continue_conversation(results[-1] if results else None, turn)
-            traffic = TurnTraffic(
-                target.name,
-                turn_input,
-                model=name,
-                context=variables,
-                hooks=[*([store.run_hook()] if store is not None else []), *hooks],
-                agents=agents,
-            )
-            served.turn = traffic
-            await traffic.start()
-            context = TargetContext(
-                server.base_url,
-                name,
-                variables=variables,
-                turn=number,
-                anthropic_base_url=server.base_url.removesuffix("/v1"),
-            )
-            output, error = await _call(target, turn_input, context)
-            result = await traffic.finish(output, error)
-            served.turn = None
-            if traffic.unkept:  # the store could not keep the run: not a finished run
-                raise traffic.unkept[0]
-            result.messages = _dialogue(turn_input, result.output)
-            results.append(result)
+    try:
+        async with BoundaryServer(served.answer, model=name, mcp=mcp.routes) as server:
+            mcp.root_url = server.root_url
+            await _turns(target, served, turns, server, name, variables, store, hooks, mcp, results)
+    finally:
+        await mcp.close()
     together = served.made_at_once()
-    if together and isinstance(model, RecordingModel):
-        model.cassette.update_info(concurrent_calls=together)
+    if isinstance(model, RecordingModel):
+        if together:
+            model.cassette.update_info(concurrent_calls=together)
+        if mcp.proxies:
+            model.cassette.update_info(mcp=mcp.recordings())
     return results
+
+
+def mcp_servers_for(model: ChatModel, policies: ToolPolicies) -> CaseMcpServers:
+    """The MCP proxies of a case answered by `model`: recording when it records, else
+    replaying what its cassette recorded, by `policies`."""
+    cassette = getattr(model, "cassette", None)
+    recording = isinstance(model, RecordingModel)
+    recorded: dict[str, Any] = {}
+    if cassette is not None and not recording:
+        try:
+            recorded = recordings_from(cassette.info.get("mcp"), f"{cassette.path}: mcp")
+        except RecordingError as exc:
+            raise CassetteError(str(exc)) from None
+    return CaseMcpServers(recorded=recorded, policies=policies, recording=recording)
+
+
+async def _turns(
+    target: CallableTarget,
+    served: _Served,
+    turns: Sequence[Turn],
+    server: BoundaryServer,
+    name: str,
+    variables: dict[str, Any],
+    store: Any,
+    hooks: Sequence[Hook],
+    mcp: CaseMcpServers,
+    results: list[RunResult],
+) -> None:
+    agents: dict[Any, str] = {}  # agents by what they show the model, across the turns
+    for number, turn in enumerate(turns, 1):
+        turn_input = continue_conversation(results[-1] if results else None, turn)
+        traffic = TurnTraffic(
+            target.name,
+            turn_input,
+            model=name,
+            context=variables,
+            hooks=[*([store.run_hook()] if store is not None else []), *hooks],
+            agents=agents,
+        )
+        served.turn = traffic
+        await traffic.start()
+        context = TargetContext(
+            server.base_url,
+            name,
+            variables=variables,
+            turn=number,
+            anthropic_base_url=server.root_url,
+            mcp_servers=mcp,
+        )
+        output, error = await _call(target, turn_input, context)
+        result = await traffic.finish(output, error)
+        served.turn = None
+        if traffic.unkept:  # the store could not keep the run: not a finished run
+            raise traffic.unkept[0]
+        result.messages = _dialogue(turn_input, result.output)
+        results.append(result)
 
 
 async def _call(

@@ -13,14 +13,19 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import BaseModel
 
 from agentbench.errors import UsageError
+
+if TYPE_CHECKING:
+    from agentbench.mcp_proxy.servers import McpCommand
 
 # What the loopback server accepts as a key: clients insist on one, the server needs none,
 # and no real key of the user's is ever handed to the code under test.
@@ -42,6 +47,55 @@ class TargetContext:
     turn: int = 1  # 1-based turn of a multi-turn case
     # The same server as Anthropic's SDKs take it (ANTHROPIC_BASE_URL): its root, no `/v1`.
     anthropic_base_url: str = ""
+    # The case's MCP proxies (`mcp_proxy.servers.CaseMcpServers`), reached by the methods below.
+    mcp_servers: Any = field(default=None, repr=False, compare=False)
+
+    def mcp_stdio(
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | Path | None = None,
+    ) -> McpCommand:
+        """The command to give a framework's stdio MCP client in place of the server's own
+        `command`: it reaches the case's proxy for server `name`, which records, replays or
+        faults the real server (started from `command`, with `env` added to this process's
+        environment, only when a call goes live)."""
+        from agentbench.mcp_proxy.servers import bridge_command, stdio_upstream
+
+        environment = None if env is None else {**os.environ, **env}
+        return bridge_command(self._mcp().url(name, stdio_upstream(command, environment, cwd)))
+
+    def mcp_url(
+        self,
+        name: str,
+        url: str | None = None,
+        *,
+        command: Sequence[str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> str:
+        """The Streamable HTTP URL to give a framework's HTTP MCP client: the case's proxy
+        for server `name`, in front of the real server at `url` (or started from `command`,
+        over stdio). `headers` go to the real server only, never into a recording."""
+        from agentbench.mcp_proxy.servers import http_upstream, stdio_upstream
+
+        if (url is None) == (command is None):
+            raise UsageError(f"mcp_url({name!r}): give the real server's url or its command")
+        if url is not None:
+            upstream = http_upstream(url, headers)
+        else:
+            assert command is not None
+            upstream = stdio_upstream(command, None, None)
+        return self._mcp().url(name, upstream)
+
+    def _mcp(self) -> Any:
+        if self.mcp_servers is None:
+            raise UsageError(
+                "this target context has no MCP proxies: MCP servers are reached while "
+                "agentbench runs or replays a case"
+            )
+        return self.mcp_servers
 
 
 def current_target() -> TargetContext | None:

@@ -26,7 +26,7 @@ from typing import Any
 from agentbench.boundary.target import CallableTarget
 from agentbench.errors import UsageError
 from agentbench.loading import load_object
-from agentbench.replay.cassette import Cassette, RecordMode
+from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
 from agentbench.replay.diff import Divergence, align, by_cause, drift_divergences
 from agentbench.replay.drifted_calls import DriftAt, locate_drifts
 from agentbench.replay.fallback_paths import fallback_drifts, with_fallback_drifts
@@ -323,13 +323,14 @@ class Replayer:
         cassette: Cassette,
         store: Any,
     ) -> list[RunResult]:
-        from agentbench.boundary.session import run_turns, variables_of
+        from agentbench.boundary.session import mcp_servers_for, run_turns, variables_of
 
-        if self.tools != ToolPolicies():
-            raise UsageError(
-                "--tools and --tool apply to an agentbench Agent: a boundary target runs its "
-                "own tools (agentbench sees only the results it sends back to the model)"
-            )
+        # A boundary target runs its own tools: the policies reach only the MCP servers it
+        # reaches through its target context (`target.mcp_stdio`, `target.mcp_url`).
+        try:
+            mcp = mcp_servers_for(model, self.tools)
+        except CassetteError as exc:
+            raise UsageError(str(exc)) from None
         try:
             return await run_turns(
                 target,
@@ -338,6 +339,7 @@ class Replayer:
                 variables=variables_of(_context(info.get("context"))),
                 store=store,
                 hooks=self.hooks,
+                mcp=mcp,
             )
         finally:
             await model.aclose()  # the forwarder to a live endpoint, when there is one

@@ -111,7 +111,10 @@ def fault_problem(kind: str) -> str | None:
             )
         return None
     if kind not in ("", *FAULT_KINDS) or seconds:
-        return f"a fault is one of {', '.join(FAULT_KINDS)} (slow:SECONDS); got {kind!r}"
+        return (
+            "expected fault, fault:error, fault:timeout, fault:jsonrpc, fault:crash or "
+            f"fault:slow:SECONDS; got 'fault:{kind}'"
+        )
     return None
 
 

@@ -15,9 +15,17 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from agentbench.boundary.session import forwarder_for, keep_offline, run_turns, variables_of
+from agentbench.boundary.session import (
+    forwarder_for,
+    keep_offline,
+    mcp_servers_for,
+    run_turns,
+    variables_of,
+)
 from agentbench.boundary.target import CallableTarget
-from agentbench.evals.running.case_trial import CasePlan, CaseRun, model_for, settle
+from agentbench.evals.running.case_trial import CasePlan, CaseRun, CaseSetupError, model_for, settle
+from agentbench.replay.cassette import CassetteError
+from agentbench.replay.models import ReplayModel
 from agentbench.runtime.models import ChatModel
 
 
@@ -37,6 +45,10 @@ async def run_boundary_case(plan: CasePlan) -> CaseRun:
     if not plan.always_live:
         keep_offline()
     model, cassette = model_for(dataclasses.replace(plan, live=forwarding(plan.live)))
+    try:
+        mcp = mcp_servers_for(model, plan.tools)
+    except CassetteError as exc:
+        raise CaseSetupError(f"case {plan.case_id!r}: {exc}") from None
     outcome = CaseRun()
     started = time.perf_counter()
     try:
@@ -47,10 +59,13 @@ async def run_boundary_case(plan: CasePlan) -> CaseRun:
             variables=variables_of(plan.context),
             store=plan.store,
             hooks=plan.hooks,
+            mcp=mcp,
         )
     finally:
         closer = getattr(model, "aclose", None)
         if closer is not None:
             await closer()
     outcome.duration_ms = (time.perf_counter() - started) * 1000
-    return settle(plan, model, cassette, outcome, existed=existed)
+    # A live MCP server whose tools differ from the recording's: drift of the first call.
+    drifts = mcp.drifts(model.drifts) if isinstance(model, ReplayModel) else None
+    return settle(plan, model, cassette, outcome, existed=existed, drifts=drifts)

@@ -527,7 +527,11 @@ class Harness:
             context=case.run_context(),
             cassette=cassette,
             record_mode=options.record_mode,
-            tools=suite.tools.policies(),
+            tools=(
+                case.tools.over(suite.tools.policies())
+                if case.tools is not None
+                else suite.tools.policies()
+            ),
             live=live_factory(suite.model, options),
             strict=options.strict,
             store=(

@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from agentbench.evals.suites.expectations import Expectations
+from agentbench.evals.suites.tools_config import ToolsConfig
 from agentbench.evals.suites.validation import show
 from agentbench.replay.faults import ServeKey
 from agentbench.runtime.context import Context
@@ -129,6 +130,11 @@ class Case(BaseModel):
     trials: int | None = Field(None, ge=1, description="Runs of this case (default: the suite's).")
     cassette: str | None = Field(
         None, description="Cassette file name in the suite's cassette folder (default: <id>.yaml)."
+    )
+    tools: ToolsConfig | None = Field(
+        None,
+        description="What tools do in this case, over the suite's tools: (its default when "
+        "written, and each override on top of the suite's): a fault case, say.",
     )
     serve: ServeKey = Field(
         None,

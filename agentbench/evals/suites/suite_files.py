@@ -252,9 +252,7 @@ class _SuiteReader:
         return sorted(
             path
             for path in folder.rglob("*")
-            if path.suffix in CASE_SUFFIXES
-            and not path.is_dir()
-            and not path.name.startswith(".")
+            if path.suffix in CASE_SUFFIXES and not path.is_dir() and not path.name.startswith(".")
         )
 
     def _inline_cases(self, raw: Any, file: Path, document: YamlDocument) -> list[Case]:

@@ -34,9 +34,9 @@ from pydantic import (
 )
 
 from agentbench.boundary.command import CommandAgent
-from agentbench.errors import UsageError
 from agentbench.evals.suites.case_models import NAME_PATTERN, Case, check_name
 from agentbench.evals.suites.expectations import Expectations, ScorerSpec
+from agentbench.evals.suites.tools_config import ToolsConfig
 from agentbench.evals.suites.validation import (
     PLUGIN_PATTERN,
     REFERENCE_PATTERN,
@@ -45,7 +45,6 @@ from agentbench.evals.suites.validation import (
 )
 from agentbench.loading import import_module, load_object
 from agentbench.replay.faults import ServeKey
-from agentbench.replay.tool_policy import ToolPolicies, ToolPolicy, fault_problem
 from agentbench.runtime.agent import ModelSettings
 from agentbench.runtime.models import Usage
 
@@ -87,42 +86,6 @@ class SuiteModel(BaseModel):
         "records the request the agent built.",
     )
     pricing: Pricing | None = Field(None, description="Prices, for cost and cost_budget.")
-
-
-def _tool_rule(rule: str) -> str:
-    """A per-tool policy as ToolPolicies.parse reads it, checked where it is written."""
-    kind, _, argument = rule.partition(":")
-    try:
-        policy = ToolPolicy.parse(kind)
-    except UsageError as exc:
-        raise ValueError(str(exc)) from None
-    if policy is ToolPolicy.FAULT and (problem := fault_problem(argument)) is not None:
-        raise ValueError(problem)
-    if policy in (ToolPolicy.LIVE, ToolPolicy.RECORDED) and argument:
-        raise ValueError(f"{policy.value} takes no value; got {rule!r}")
-    return rule
-
-
-class ToolsConfig(BaseModel):
-    """What tools do when the suite replays: a default policy and per-tool overrides."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    default: ToolPolicy = Field(
-        ToolPolicy.LIVE, description="live | recorded | stub | fault, for every tool."
-    )
-    overrides: dict[str, Annotated[str, AfterValidator(_tool_rule)]] = Field(
-        default_factory=dict,
-        description='Per tool: "live", "recorded", "stub:VALUE" (JSON or text), "fault", '
-        '"fault:timeout"; an MCP tool served by mcp-proxy also "fault:jsonrpc", "fault:crash", '
-        '"fault:slow:SECONDS".',
-    )
-
-    def policies(self) -> ToolPolicies:
-        """The policies the replay tool interceptor applies."""
-        return ToolPolicies.parse(
-            self.default.value, [f"{name}={rule}" for name, rule in self.overrides.items()]
-        )
 
 
 def repository_root(folder: Path) -> Path:
@@ -252,9 +215,7 @@ class Suite(BaseModel):
         for entry in value:
             kind, sep, name = entry.partition(":")
             if sep and (kind not in ("program", "file") or not name.strip()):
-                raise ValueError(
-                    f"{entry!r}: expected a module name, program:NAME or file:PATH"
-                )
+                raise ValueError(f"{entry!r}: expected a module name, program:NAME or file:PATH")
         return value
 
     @property
