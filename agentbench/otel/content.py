@@ -38,6 +38,7 @@ from agentbench.otel.messages import (
     arguments_in,
     from_parts,
     response_from_output,
+    tool_definitions_in,
 )
 from agentbench.otel.otlp_json import LogRecord, Span
 from agentbench.runtime.completions import CompletionFormatError, parse_completion
@@ -150,18 +151,6 @@ def _response(
     )
 
 
-def _tool_definitions(value: Any) -> list[dict[str, Any]]:
-    """Tool definitions in the OpenAI shape (the conventions' flat form is accepted too)."""
-    tools = []
-    for item in value or []:
-        if isinstance(item, dict) and "function" in item:
-            tools.append(item)
-        elif isinstance(item, dict) and "name" in item:
-            function = {k: item[k] for k in ("name", "description", "parameters") if k in item}
-            tools.append({"type": item.get("type", "function"), "function": function})
-    return tools
-
-
 def _request(span: Span, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict:
     request: dict[str, Any] = {"model": _model(span), "messages": messages}
     if tools:
@@ -199,11 +188,12 @@ def _latest(span: Span) -> CallContent | None:
         )
     except ContentError as exc:
         raise SpanContentError(f"{span.where}: attribute {c.INPUT_MESSAGES}: {exc}") from None
-    tools = _tool_definitions(_json(attributes.get(c.TOOL_DEFINITIONS), span, c.TOOL_DEFINITIONS))
-    finish = finish or next(iter(_finish_reasons(span)), None)
-    request = _request(span, messages, tools)
     # agentbench's own spans carry every other field in REQUEST_REST: the whole request.
     own = c.RUN_ID in attributes
+    definitions = _json(attributes.get(c.TOOL_DEFINITIONS), span, c.TOOL_DEFINITIONS)
+    tools = tool_definitions_in(definitions, whole=own)
+    finish = finish or next(iter(_finish_reasons(span)), None)
+    request = _request(span, messages, tools)
     return CallContent(
         request,
         _response(span, text, calls, finish, reasoning),

@@ -8,6 +8,11 @@ The run's `invoke_agent` span is a child of whatever span is current where the r
 model and tool calls children of their run. Message content follows the conventions' opt-in
 (see `agentbench.otel.conventions`) unless `capture_content` says otherwise. Secrets are
 scrubbed from the content with the trace store's redactor before a span sees them.
+
+Tool definitions go out in the conventions' flat shape, and a call to a tool of an MCP server
+(`agentbench.runtime.mcp`) carries the MCP conventions' attributes on its `execute_tool` span
+(`mcp.method.name`, `network.transport`, `mcp.protocol.version`, `mcp.session.id`,
+`error.type`…; see `agentbench.otel.mcp`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from opentelemetry import trace
 
 from agentbench._version import __version__
 from agentbench.otel import conventions
+from agentbench.otel.mcp import McpToolIndex
 from agentbench.otel.spans import SpanWriter
 from agentbench.trace.redaction.redactor import Redactor
 
@@ -40,6 +46,7 @@ class OTelHook:
             provider.get_tracer("agentbench", __version__),
             content=self.content,
             scrub=(redactor or Redactor()).value,
+            mcp=McpToolIndex(),
         )
 
     def __call__(self, event: Any) -> None:

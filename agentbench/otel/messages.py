@@ -5,6 +5,10 @@ describe a message as a role and a list of typed parts: `text`, `tool_call`,
 `tool_call_response`, `reasoning`, `uri` and `blob`. agentbench speaks the OpenAI chat shape,
 so spans going out are converted to parts and spans coming in are converted back.
 
+Tool definitions (`gen_ai.tool.definitions`) go out in the conventions' flat shape, one
+`{"type": "function", "name", "description", "parameters"}` a tool, where OpenAI's chat request
+nests the function (`{"type": "function", "function": {...}}`); both shapes are read back.
+
 Tool-call arguments are the one field whose text matters to a replay (the runtime sends the
 model's own argument text back in the next request): they go out as a JSON object when that
 object, serialized the way the runtime serializes arguments (`json.dumps(..,
@@ -122,6 +126,21 @@ def output_message(response: ChatResponse) -> dict[str, Any]:
     return {"role": "assistant", "parts": parts, "finish_reason": response.finish_reason or "stop"}
 
 
+def tool_definitions_out(tools: list[Any]) -> list[Any]:
+    """A request's tool definitions in the conventions' flat shape (`type`, `name`,
+    `description`, `parameters` side by side): OpenAI's `{"type": t, t: {...}}` entries are
+    flattened, in their keys' order; an entry of another shape is kept as it is."""
+    flat: list[Any] = []
+    for item in tools:
+        kind = item.get("type") if isinstance(item, dict) else None
+        inner = item.get(kind) if isinstance(kind, str) else None
+        if isinstance(inner, dict) and len(item) == 2 and "type" not in inner:
+            flat.append({"type": kind, **inner})
+        else:
+            flat.append(item)
+    return flat
+
+
 # -- in: GenAI parts → OpenAI chat --------------------------------------------------------------
 def _where(index: int, field: str) -> str:
     return f"message {index}: {field}"
@@ -203,6 +222,37 @@ def from_parts(message: Any, index: int) -> dict[str, Any]:
     if message.get("name"):
         out["name"] = message["name"]
     return out
+
+
+# The fields of OpenAI's function object: what a flat definition from elsewhere keeps.
+_FUNCTION_FIELDS = ("name", "description", "parameters", "strict")
+
+
+def tool_definitions_in(value: Any, *, whole: bool = False) -> list[dict[str, Any]]:
+    """Tool definitions from a span, in OpenAI's chat shape: the conventions' flat entries
+    (agentbench's own, and other instrumentations') nested again, OpenAI's nested entries (what
+    agentbench wrote before) kept. `whole` keeps every field of a flat entry (agentbench's own
+    spans, which hold the request whole); otherwise a function keeps the fields OpenAI knows,
+    less those recorded as null."""
+    tools: list[dict[str, Any]] = []
+    for item in value if isinstance(value, list) else []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if (isinstance(kind, str) and isinstance(item.get(kind), dict)) or (
+            kind is None and isinstance(item.get("function"), dict)
+        ):
+            tools.append(item)  # OpenAI's nested shape
+        elif "name" in item:
+            kind = kind if isinstance(kind, str) and kind else "function"
+            inner = {
+                key: field
+                for key, field in item.items()
+                if key != "type"
+                and (whole or kind != "function" or (key in _FUNCTION_FIELDS and field is not None))
+            }
+            tools.append({"type": kind, kind: inner})
+    return tools
 
 
 def response_from_output(

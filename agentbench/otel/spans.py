@@ -7,6 +7,11 @@ run that handed off; a model call or a tool call is a child of its run. What has
 convention name uses it; what replay needs beyond the conventions (stop reason, three-state
 tool results, request parameters without a convention name) goes under `agentbench.*`, so
 agentbench's own spans import back whole. Content is written only when `content` is on.
+
+Tool definitions go out in the conventions' flat shape (`agentbench.otel.messages`). Given an
+`McpToolIndex` (the live hook gives one), a tool call to an MCP server's tool carries the MCP
+conventions' attributes on its `execute_tool` span (`agentbench.otel.mcp`): which tools are an
+MCP server's is known only in the process that made them, not from a stored run.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agentbench.otel import conventions as c
-from agentbench.otel.messages import output_message, to_parts
+from agentbench.otel.mcp import McpToolIndex, tool_error_attributes
+from agentbench.otel.messages import output_message, to_parts, tool_definitions_out
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Events of a run that become span events on its `invoke_agent` span (kept whole).
@@ -51,6 +57,7 @@ class _OpenRun:
     conversation_id: str
     calls: dict[str, Span] = field(default_factory=dict)  # open chat spans, by purpose
     tools: dict[str, Span] = field(default_factory=dict)  # open tool spans, by call id
+    mcp_tools: dict[str, Any] = field(default_factory=dict)  # its MCP servers' tools, by name
 
 
 class SpanWriter:
@@ -64,6 +71,7 @@ class SpanWriter:
         scrub: Callable[[Any], Any] = lambda value: value,
         conversation_of: Callable[[Any], str | None] | None = None,
         before_span: Callable[[str, Any], None] | None = None,
+        mcp: McpToolIndex | None = None,
     ) -> None:
         self.tracer = tracer
         self.content = content
@@ -71,6 +79,7 @@ class SpanWriter:
         self.provider_attribute = c.provider_attribute()
         self._conversation_of = conversation_of
         self._before_span = before_span  # the export plans each span's id here
+        self._mcp = mcp  # tells a run's MCP tools (live only: a stored run cannot say)
         self._runs: dict[str, _OpenRun] = {}
         # Runs ended lately: a router's or chain's run ends before the run it handed off to
         # starts, and that run's span is still its child.
@@ -224,7 +233,12 @@ class SpanWriter:
             messages = [to_parts(m) for m in request.get("messages", [])]
             attributes[c.INPUT_MESSAGES] = self._json(messages)
             if request.get("tools"):
-                attributes[c.TOOL_DEFINITIONS] = self._json(request["tools"])
+                tools = request["tools"]
+                flat = tool_definitions_out(tools) if isinstance(tools, list) else tools
+                attributes[c.TOOL_DEFINITIONS] = self._json(flat)
+        if self._mcp is not None and event.purpose == "agent":
+            tools = request.get("tools")
+            run.mcp_tools = self._mcp.tools_of(tools) if isinstance(tools, list) else {}
         run.calls[event.purpose] = self._start(
             f"chat {model}".strip(),
             event,
@@ -271,6 +285,11 @@ class SpanWriter:
 
     def _tool_started(self, run: _OpenRun, event: Any) -> None:
         attributes = self._tool_attributes(run, event)
+        mcp_tool = run.mcp_tools.get(event.tool)
+        if mcp_tool is not None:  # the MCP conventions' attributes, on the execute_tool span
+            mcp = McpToolIndex.started(mcp_tool)
+            for key, value in mcp.items():
+                attributes[key] = self._text(value) if isinstance(value, str) else value
         if self.content:
             attributes[c.TOOL_ARGUMENTS] = self._json(event.arguments)
         run.tools[event.call_id] = self._start(
@@ -301,10 +320,19 @@ class SpanWriter:
             attributes[c.TOOL_RESULT] = self._json(result.data)
             if result.error is not None:
                 attributes[c.TOOL_ERROR] = self._text(result.error)
+        mcp_tool = run.mcp_tools.get(event.tool)
+        if mcp_tool is not None:
+            attributes.update(McpToolIndex.session(mcp_tool))  # a session started by this call
+            attributes.update(tool_error_attributes(kind, result.error))
         span.set_attributes(attributes)
         if kind == "system_error":
-            span.set_attribute(c.ERROR_TYPE, "system_error")
+            if mcp_tool is None:
+                span.set_attribute(c.ERROR_TYPE, "system_error")
             span.set_status(Status(StatusCode.ERROR, self._text(result.error or "system error")))
+        elif mcp_tool is not None and kind == "business_failure":
+            # The MCP conventions: isError is a failed call (error.type tool_error). The
+            # status has no description: the tool's own words are content.
+            span.set_status(Status(StatusCode.ERROR))
         span.end(end_time=nanos(event.ts))
 
     def _tool_call_rejected(self, run: _OpenRun, event: Any) -> None:

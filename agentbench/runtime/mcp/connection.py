@@ -133,6 +133,18 @@ class Connection:
     def stderr_tail(self) -> str:
         return self._stderr.tail() if self._stderr is not None else ""
 
+    @property
+    def protocol_version(self) -> str | None:
+        """The MCP version the live session agreed on (None without a session)."""
+        return getattr(self._session, "protocol_version", None)
+
+    @property
+    def session_id(self) -> str | None:
+        """The live HTTP session's `Mcp-Session-Id` (None over stdio, or without one)."""
+        if self._session is None or self._client is None:
+            return None
+        return self._client.session_id
+
     async def session(self) -> Any:
         """The live session, started (or restarted) if there is none."""
         if self._lock is None:
@@ -428,6 +440,12 @@ def connection(server: McpServer) -> Connection:
         if found is None:
             found = _connections[server] = Connection(server)
         return found
+
+
+def find(server: McpServer) -> Connection | None:
+    """The process's connection to `server` if it has one (none is made)."""
+    with _lock:
+        return _connections.get(server)
 
 
 def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:

@@ -61,6 +61,11 @@ class HttpClient:
     async def aclose(self) -> None:
         await self.client.aclose()
 
+    @property
+    def session_id(self) -> str | None:
+        """The id the server gave the session (`Mcp-Session-Id`), once requests carry it."""
+        return self._session_headers.get("mcp-session-id")
+
     async def _note_session(self, request: httpx2.Request) -> None:
         for name in ("mcp-session-id", "mcp-protocol-version"):
             if name in request.headers:

@@ -20,7 +20,9 @@ replay with the tools `recorded` never does.
 from __future__ import annotations
 
 import re
+import threading
 import time
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,17 @@ DEFAULT_MCP_TIMEOUT_S = 30.0
 SNAPSHOT_VERSION = 1
 _ERROR_CHARS = 500  # of a server's JSON-RPC error message, in a tool's system error
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+# Every McpTool of the process while it lives: the OTel hook tells a run's MCP tools by them.
+_made: weakref.WeakSet[McpTool] = weakref.WeakSet()
+_made_lock = threading.Lock()
+
+
+def made_tools() -> list[McpTool]:
+    """The `McpTool`s of this process that are still in use."""
+    with _made_lock:
+        return list(_made)
 
 
 async def _no_arguments() -> None:  # the base class's schema; McpTool replaces it
@@ -86,6 +99,8 @@ class McpTool(Tool):
         self.fn = self._call_directly
         self.__name__ = name
         self.__doc__ = self.description
+        with _made_lock:
+            _made.add(self)
 
     def __repr__(self) -> str:
         return (
