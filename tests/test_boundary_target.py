@@ -250,10 +250,12 @@ def test_a_suite_whose_framework_is_missing_is_skipped_with_the_reason(tmp_path:
 def test_settings_only_an_agentbench_agent_can_honour_are_refused(tmp_path: Path) -> None:
     suite = write_suite(tmp_path, "weather", OPENAI_AGENT, CASES)
     with (suite / "suite.yaml").open("a") as file:
-        file.write("tools: {default: recorded}\n")
+        # tools: apply (to the MCP servers it reaches through its target context); serve: not
+        file.write("tools: {default: recorded}\nserve: true\n")
     code, out = offline("run", str(suite), "--db", str(tmp_path / "runs.duckdb"))
     assert code == 2, out
-    assert "is a function (a boundary target): tools (replay policies) apply to an" in out
+    assert "is a function (a boundary target): serve apply to an" in out
+    assert "tools" not in out.split("boundary target):")[1].split("apply")[0]
 
 
 def test_the_target_context_is_public() -> None:

@@ -210,8 +210,8 @@ def agent_only_settings(suite: Any) -> str:
     model = suite.model
     if model is not None and model.settings is not None and model.settings.model_fields_set:
         keys.append("model.settings")
-    if suite.tools.model_fields_set:
-        keys.append("tools (replay policies)")
+    # `tools:` is not among them: a boundary target's MCP servers, reached through its
+    # target context, follow the policies (`mcp_proxy`).
     if getattr(suite, "serve", None):
         keys.append("serve")
     return " and ".join(keys)
