@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import threading
 from typing import Any
 
 import orjson
@@ -24,6 +25,30 @@ from agentbench.runtime.mcp.limits import Discarded, too_large_error
 DRAIN_S = 30.0  # how long answers still on their way may take once the client's input ends
 
 
+class _FileFeed:
+    """Feeds a reader from a file a pipe transport cannot take (a redirected regular file)."""
+
+    def __init__(self, source: Any, reader: asyncio.StreamReader, loop: Any) -> None:
+        self._thread = threading.Thread(target=self._run, args=(source, reader, loop), daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _run(source: Any, reader: asyncio.StreamReader, loop: Any) -> None:
+        try:
+            while (
+                chunk := source.read1(1 << 16) if hasattr(source, "read1") else source.read(1 << 16)
+            ):
+                loop.call_soon_threadsafe(reader.feed_data, chunk)
+        except (OSError, ValueError):
+            pass
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is reading
+                loop.call_soon_threadsafe(reader.feed_eof)
+
+    def close(self) -> None:
+        """Nothing to close: the thread ends with the file."""
+
+
 async def serve_stdio(proxy: McpProxy, stdin: Any = None, stdout: Any = None) -> bool:
     """Serve `proxy` on the process's stdin and stdout until stdin ends; False when an
     injected crash ended it."""
@@ -31,9 +56,13 @@ async def serve_stdio(proxy: McpProxy, stdin: Any = None, stdout: Any = None) ->
 
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 16)
-    transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), stdin or sys.__stdin__.buffer
-    )
+    source = stdin or sys.__stdin__.buffer
+    try:
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), source
+        )
+    except ValueError:  # a regular file (`< session.jsonl`): read it in a thread
+        transport = _FileFeed(source, reader, loop)
     # The process's own streams, not whatever wraps sys.stdout for people: this one is the
     # protocol's.
     out = stdout or sys.__stdout__.buffer
