@@ -47,6 +47,7 @@ POLICIES = {
     "reference-bank": "golden.pydantic_ai_agent.reference",
     "reference-helpdesk": "golden.openai_agents.reference",
     "reference-parts-agents": "golden.openai_agents_mcp.reference",
+    "reference-parts-pydantic": "golden.pydantic_ai_mcp.reference",
     "reference-openai-sdk": "golden.openai_sdk.reference",
     "reference-langgraph": "golden.langgraph_agent.reference",
     "reference-typescript": "golden.typescript_agent.reference",

@@ -559,7 +559,9 @@ def test_replay_a_boundary_cassette(journey: Journey, tmp_path: Path) -> None:
     assert count == 5  # follow_up is two runs, one a turn
 
 
-def test_replay_refuses_tool_policies_for_a_boundary_target(journey: Journey) -> None:
+def test_replay_takes_tool_policies_for_a_boundary_target(journey: Journey) -> None:
+    # They reach the MCP servers it reaches through its target context; this one has none,
+    # and its own tools run as the framework runs them.
     cassette = journey.suite / "cassettes" / "paris.yaml"
     code, out = offline(
         "replay",
@@ -567,10 +569,10 @@ def test_replay_refuses_tool_policies_for_a_boundary_target(journey: Journey) ->
         "--tool",
         "weather=recorded",
         "--db",
-        str(journey.repo.parent / "refused.duckdb"),
+        str(journey.repo.parent / "policies.duckdb"),
     )
-    assert code == 2, out
-    assert "--tools and --tool apply to an agentbench Agent: a boundary target runs its own " in out
+    assert code == 0, out
+    assert "verdict: unchanged" in out
 
 
 def test_replay_with_agent_and_of_a_stored_run(journey: Journey, tmp_path: Path) -> None:

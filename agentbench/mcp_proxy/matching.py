@@ -66,6 +66,14 @@ class RecordedCalls:
         queue = self._left.get(call_key(method, params))
         return queue.popleft() if queue else None
 
+    def injected(self, method: str, params: dict[str, Any]) -> RecordedCall | None:
+        """The next recorded call asking exactly this when a policy answered it in the
+        recording (taken), else None (left for `take`)."""
+        queue = self._left.get(call_key(method, params))
+        if queue and queue[0].injected is not None:
+            return queue.popleft()
+        return None
+
     def nearest(self, method: str, params: dict[str, Any]) -> Nearest | None:
         """The recorded call of `method` with the fewest differences (the same tool first)."""
         wanted = {k: v for k, v in params.items() if k != "_meta"}

@@ -240,18 +240,37 @@ class McpProxy:
         if not isinstance(name, str):
             return {"error": {"code": -32602, "message": "tools/call: params.name is missing"}}
         policy = self.policy_for(name)
+        if policy not in (ToolPolicy.STUB, ToolPolicy.FAULT) and not self.recording:
+            injected = self._calls.injected("tools/call", params)
+            if injected is not None:  # the recording's fault or stub, injected again
+                if injected.injected == "fault:crash":
+                    raise ServerCrash(f"tool {name!r}: injected crash, as recorded")
+                return injected.answer()
         if policy is ToolPolicy.STUB:
-            return {"result": _tool_result(self._rule(self.policies.stubs, name, None))}
+            answer = {"result": _tool_result(self._rule(self.policies.stubs, name, None))}
+            return self._injected(params, answer, "stub")
         if policy is ToolPolicy.FAULT:
             kind = self._rule(self.policies.faults, name, "error")
             delay = slow_delay(kind)
             if delay is None:
-                return await self._fault(kind, name)
+                if kind == "crash" and self.recording:
+                    self._injected(
+                        params, {"error": {"code": 0, "message": "crash"}}, "fault:crash"
+                    )
+                return self._injected(params, await self._fault(kind, name), f"fault:{kind}")
             await asyncio.sleep(delay)
             policy = self._unfaulted()
         if policy is ToolPolicy.LIVE and self._make_upstream is not None:
             return await self._forwarded("tools/call", params)
         return self._from_recording("tools/call", params)
+
+    def _injected(self, params: dict[str, Any], answer: Message, how: str) -> Message:
+        """Keep an answer a policy gave in place of the server, when recording."""
+        if self.recording:
+            self.made.calls.append(
+                RecordedCall("tools/call", params, answer.get("result"), answer.get("error"), how)
+            )
+        return answer
 
     def _unfaulted(self) -> ToolPolicy:
         """What a slow tool does once its delay is over: what the other tools do."""

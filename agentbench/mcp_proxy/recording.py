@@ -40,6 +40,9 @@ class RecordedCall:
     params: dict[str, Any]
     result: Any = None
     error: dict[str, Any] | None = None  # the JSON-RPC error object, when it failed
+    # The policy that answered in place of the server when it was recorded (`fault:jsonrpc`,
+    # `stub`): a replay answers the same way, whatever its own policies say.
+    injected: str | None = None
 
     def answer(self) -> dict[str, Any]:
         """The JSON-RPC answer body (without id) this call was given."""
@@ -56,6 +59,8 @@ class RecordedCall:
             data["error"] = self.error
         else:
             data["result"] = self.result
+        if self.injected is not None:
+            data["injected"] = self.injected
         return data
 
 
@@ -124,8 +129,11 @@ def _call(item: Any, where: str) -> RecordedCall:
         raise RecordingError(f"{where}.error: a JSON-RPC error (code, message)")
     if error is None and "result" not in item:
         raise RecordingError(f"{where}: a call has a 'result' or an 'error'")
+    injected = item.get("injected")
+    if injected is not None and not isinstance(injected, str):
+        raise RecordingError(f"{where}.injected: the policy that answered, as text")
     return RecordedCall(
-        item["method"], dict(params), item.get("result"), dict(error) if error else None
+        item["method"], dict(params), item.get("result"), dict(error) if error else None, injected
     )
 
 

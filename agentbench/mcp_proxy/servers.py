@@ -35,7 +35,7 @@ DRIFTING = ("tool_list_changed", "initialize_changed")
 class McpCommand:
     """A command that starts "the server" for a client that starts its servers: it reaches
     the case's proxy. `params` is the OpenAI Agents SDK's `MCPServerStdio(params=...)`;
-    pydantic-ai's `MCPServerStdio(command, args)` takes the two parts."""
+    a client that takes a command and its arguments apart takes `command` and `args`."""
 
     command: str
     args: list[str] = field(default_factory=list)
