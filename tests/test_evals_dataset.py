@@ -259,8 +259,8 @@ def test_every_problem_is_reported_with_file_line_and_field(tmp_path: Path) -> N
         "suite.yaml:18:11: cases[0].expect[1].tool_called.args: expected a mapping; got ['Paris']",
         "suite.yaml:19:5: cases[1]: give either input (one user turn) or inputs (a list of user "
         "turns), not both",
-        "suite.yaml:22:5: cases[1].bogus: unknown field 'bogus'; expected one of: tags, tools, inputs, "
-        "skip, input, serve, trials, context, cassette, description, expect, id, xfail",
+        "suite.yaml:22:5: cases[1].bogus: unknown field 'bogus'; expected one of: tags, tools, "
+        "inputs, skip, input, serve, trials, context, cassette, description, expect, id, xfail",
         "suite.yaml:25:5: cases[2].input: duplicate key 'input' (first written at line 24); the "
         "later value would silently replace the earlier one",
     ]
