@@ -73,9 +73,10 @@ def copy_of(checkout: Path, tmp_path: Path) -> Path:
     return copy
 
 
-def change(checkout: Path, suite: str, *edits: Edit) -> None:
-    """Edit the suite's agent.py as a user would; each edit must apply exactly once."""
-    agent = checkout / "golden" / suite / "agent.py"
+def change(checkout: Path, suite: str, *edits: Edit, file: str = "agent.py") -> None:
+    """Edit a file of the suite (its agent.py unless told) as a user would; each edit must
+    apply exactly once."""
+    agent = checkout / "golden" / suite / file
     text = agent.read_text()
     for old, new in edits:
         assert text.count(old) == 1, f"{agent}: the journey's edit no longer applies: {old!r}"

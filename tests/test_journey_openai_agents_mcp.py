@@ -19,6 +19,7 @@ import pytest
 
 from tests.framework_journeys import (
     baseline_checkout,
+    change,
     copy_of,
     first_divergences,
     framework_or_skip,
@@ -44,13 +45,6 @@ def checkout(baseline: Path, tmp_path: Path) -> Path:
     return copy_of(baseline, tmp_path)
 
 
-def edit(checkout: Path, name: str, old: str, new: str) -> None:
-    path = checkout / "golden" / SUITE / name
-    text = path.read_text()
-    assert text.count(old) == 1, f"{old!r} is not in {name} exactly once"
-    path.write_text(text.replace(old, new))
-
-
 def test_unchanged_code_replays_unchanged(checkout: Path) -> None:
     ran = gate_against_baseline(checkout, SUITE, "--strict")
     assert ran.code == 0, ran.out
@@ -58,7 +52,7 @@ def test_unchanged_code_replays_unchanged(checkout: Path) -> None:
 
 
 def test_a_changed_server_answer_fails_the_gate_naming_the_call_and_field(checkout: Path) -> None:
-    edit(checkout, "stock_server.py", '"in_stock": 14', '"in_stock": 12')
+    change(checkout, SUITE, ('"in_stock": 14', '"in_stock": 12'), file="stock_server.py")
     ran = gate_against_baseline(checkout, SUITE, "--filter", "find-a-part")
     assert ran.code == 1, ran.out
     (first,) = first_divergences(ran.out)
@@ -67,11 +61,11 @@ def test_a_changed_server_answer_fails_the_gate_naming_the_call_and_field(checko
 
 
 def test_a_changed_tool_description_is_request_drift_naming_the_tool(checkout: Path) -> None:
-    edit(
+    change(
         checkout,
-        "stock_server.py",
-        '"""Look a spare part up by its SKU',
-        '"""Find a spare part by its SKU',
+        SUITE,
+        ('"""Look a spare part up by its SKU', '"""Find a spare part by its SKU'),
+        file="stock_server.py",
     )
     ran = gate_against_baseline(checkout, SUITE, "--filter", "find-a-part")
     assert ran.code == 1, ran.out
@@ -82,20 +76,20 @@ def test_a_changed_tool_description_is_request_drift_naming_the_tool(checkout: P
 
 def test_recorded_tools_answer_with_no_server_started(checkout: Path) -> None:
     # A server that cannot start at all: the recording answers every call.
-    edit(
+    change(
         checkout,
-        "stock_server.py",
-        "server = MCPServer(",
-        "raise SystemExit(3)\nserver = MCPServer(",
+        SUITE,
+        ("server = MCPServer(", "raise SystemExit(3)\nserver = MCPServer("),
+        file="stock_server.py",
     )
-    edit(checkout, "suite.yaml", "scorers:", "tools: {default: recorded}\nscorers:")
+    change(checkout, SUITE, ("scorers:", "tools: {default: recorded}\nscorers:"), file="suite.yaml")
     ran = gate_against_baseline(checkout, SUITE, "--strict")
     assert ran.code == 0, ran.out
     assert f"unchanged: {CASES} case(s)" in ran.out
 
 
 def test_a_call_the_recording_never_made_names_the_nearest_recorded_call(checkout: Path) -> None:
-    edit(checkout, "suite.yaml", "scorers:", "tools: {default: recorded}\nscorers:")
+    change(checkout, SUITE, ("scorers:", "tools: {default: recorded}\nscorers:"), file="suite.yaml")
     # A recording made when the desk sent SKUs in lower case: today's call is not in it.
     cassette = checkout / "replays" / SUITE / "find-a-part.yaml"
     recorded = "          params:\n            arguments:\n              sku: A-100"

@@ -17,6 +17,7 @@ import pytest
 
 from tests.framework_journeys import (
     baseline_checkout,
+    change,
     copy_of,
     first_divergences,
     framework_or_skip,
@@ -44,13 +45,6 @@ def checkout(baseline: Path, tmp_path: Path) -> Path:
     return copy_of(baseline, tmp_path)
 
 
-def edit(checkout: Path, name: str, old: str, new: str) -> None:
-    path = checkout / "golden" / SUITE / name
-    text = path.read_text()
-    assert text.count(old) == 1, f"{old!r} is not in {name} exactly once"
-    path.write_text(text.replace(old, new))
-
-
 def test_unchanged_code_replays_unchanged(checkout: Path) -> None:
     ran = gate_against_baseline(checkout, SUITE, "--strict")
     assert ran.code == 0, ran.out
@@ -59,7 +53,7 @@ def test_unchanged_code_replays_unchanged(checkout: Path) -> None:
 
 
 def test_a_changed_server_answer_fails_the_gate_naming_the_call_and_field(checkout: Path) -> None:
-    edit(checkout, "stock_server.py", '"in_stock": 9', '"in_stock": 7')
+    change(checkout, SUITE, ('"in_stock": 9', '"in_stock": 7'), file="stock_server.py")
     ran = gate_against_baseline(checkout, SUITE, "--filter", "find-a-part")
     assert ran.code == 1, ran.out
     (first,) = first_divergences(ran.out)
@@ -68,11 +62,11 @@ def test_a_changed_server_answer_fails_the_gate_naming_the_call_and_field(checko
 
 
 def test_a_changed_tool_description_is_request_drift_naming_the_tool(checkout: Path) -> None:
-    edit(
+    change(
         checkout,
-        "stock_server.py",
-        '"""Look a bike part up by its SKU',
-        '"""Find a bike part by its SKU',
+        SUITE,
+        ('"""Look a bike part up by its SKU', '"""Find a bike part by its SKU'),
+        file="stock_server.py",
     )
     ran = gate_against_baseline(checkout, SUITE, "--filter", "find-a-part")
     assert ran.code == 1, ran.out

@@ -362,17 +362,11 @@ class McpProxy:
     def _missing(self, method: str, params: dict[str, Any], why: str) -> Message:
         what = describe_call(method, params)
         nearest = self._calls.nearest(method, params)
-        near = f"; nearest recorded: {nearest.describe()}" if nearest is not None else ""
-        self.findings.append(
-            Finding(
-                "no_recorded_answer",
-                self.server,
-                what,
-                nearest.changes if nearest is not None else [],
-                why + (f"; nearest recorded: {nearest.describe()}" if nearest else ""),
-            )
-        )
-        message = f"agentbench mcp-proxy: no recorded answer for {what} ({why}){near}"
+        if nearest is not None:
+            why += f"; nearest recorded: {nearest.describe()}"
+        changes = nearest.changes if nearest is not None else []
+        self.findings.append(Finding("no_recorded_answer", self.server, what, changes, why))
+        message = f"agentbench mcp-proxy: no recorded answer for {what} ({why})"
         return {"error": {"code": NO_RECORDED_ANSWER, "message": message}}
 
     async def close(self) -> None:
