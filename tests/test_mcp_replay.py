@@ -112,3 +112,41 @@ def test_tools_list_refuses_what_is_not_an_agent_or_tools(
     monkeypatch.chdir(ROOT)
     assert main(["tools", "list", "golden.mcp_time.agent:OFFICES"]) == 2
     assert "expected an Agent, a Tool or a list of tools; got dict" in capsys.readouterr().err
+
+
+async def test_a_live_server_unlike_its_schema_snapshot_is_drift_naming_tool_and_field(
+    tmp_path: Path,
+) -> None:
+    # The agent shows the model its schema= snapshot; the server it runs against has since
+    # reworded a tool's description, which the model is not shown: the requests are the same,
+    # and only asking the server tells.
+    pytest.importorskip("mcp")
+    stock = ROOT / "golden" / "openai_agents_mcp" / "stock_server.py"
+    reworded = tmp_path / "stock_server.py"
+    reworded.write_text(stock.read_text().replace('"""Look a spare part up', '"""Find a part'))
+    snapshot = tmp_path / "stock_tools.json"
+    path = tmp_path / "find.yaml"
+    script = [ToolCall("find_part", {"sku": "A-100"}), "14 in stock"]
+
+    def desk(server_file: Path) -> Agent:
+        server = StdioServer([sys.executable, str(server_file)], cwd=ROOT)
+        return Agent(name="desk", tools=mcp_tools(server, schema=snapshot, include=["find_part"]))
+
+    try:
+        await record_session(desk(stock), "A-100?", model=ScriptedModel(script), path=path)
+        unchanged = await Replayer(desk(stock), strict=True).replay(path)
+        live = await Replayer(desk(reworded), strict=True).replay(path)
+        recorded = await Replayer(desk(reworded), tools={"find_part": "recorded"}).replay(path)
+    finally:
+        close_all()
+    assert not unchanged.drifts and not unchanged.diverged
+    (drift,) = live.drifts
+    assert drift.call == 1 and live.diverged
+    (change,) = drift.drift.changes
+    assert change.path == (
+        f"mcp stdio: python {reworded} tools/list vs stock_tools.json: "
+        "find_part.description"
+    )
+    assert change.old.startswith("Look a spare part up") and change.new.startswith("Find a part")
+    # With the tool's result recorded no server is asked, and nothing is compared.
+    assert not recorded.drifts and not recorded.diverged

@@ -357,9 +357,7 @@ def promote(
     stored = read_conversation(store, run_id)
     blocked = next((run for run in stored.runs if run.get("not_replayable")), None)
     if blocked is not None:  # no --force: without its messages there is nothing to replay
-        raise UsageError(
-            f"run {blocked['run_id']} cannot be promoted: {blocked['not_replayable']}"
-        )
+        raise UsageError(f"run {blocked['run_id']} cannot be promoted: {blocked['not_replayable']}")
     suite = _suite_for(suite_dir, agent_ref, stored)
     if stored.missing_parent is not None:
         click.echo(

@@ -64,7 +64,6 @@ def schema(out: Path, plugins: tuple[str, ...]) -> None:
             target.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
         except OSError as exc:
             raise UsageError(
-                f"--out {out}: cannot write {name} there ({exc.strerror or exc}); "
-                "name a folder"
+                f"--out {out}: cannot write {name} there ({exc.strerror or exc}); name a folder"
             ) from None
         click.echo(f"wrote {target}")

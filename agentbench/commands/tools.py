@@ -9,7 +9,7 @@ reach. Listing never starts an MCP server that a tool snapshot already describes
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import orjson
 from agentbench.errors import UsageError
 from agentbench.loading import load_object
 from agentbench.runtime.agent import Agent
+from agentbench.runtime.agent_tree import reachable_tools
 from agentbench.runtime.tools import Tool
 
 EPILOG = """\b
@@ -66,24 +67,8 @@ def _rows(target: Any, ref: str) -> Iterator[dict[str, Any]]:
 
 def _agent_rows(root: Agent) -> Iterator[dict[str, Any]]:
     """The agent's tools, then those of every agent it can hand over to (each once)."""
-    queue, seen = [root], {id(root)}
-    while queue:
-        agent = queue.pop(0)
-        for item in agent.registry:
-            yield _row(agent.name, item)
-            for reached in _reached(item):
-                if id(reached) not in seen:
-                    seen.add(id(reached))
-                    queue.append(reached)
-
-
-def _reached(item: Tool) -> Iterable[Agent]:
-    target = getattr(item, "handoff_target", None)
-    if isinstance(target, Agent):
-        yield target
-    routes = getattr(item, "routes", None)
-    if routes is not None:
-        yield from (routes.get(agent_id) for agent_id in routes.ids)
+    for agent, item in reachable_tools(root):
+        yield _row(agent.name, item)
 
 
 def _row(agent: str | None, item: Tool) -> dict[str, Any]:

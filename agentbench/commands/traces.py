@@ -318,7 +318,5 @@ def doctor(db: Path | None, wait_s: float, as_json: bool) -> int:
             click.echo(f"{'problem' if finding.problem else 'ok':<8} {finding.where}")
             click.echo(f"         {finding.text}")
         count = len(diagnosis.problems)
-        click.echo(
-            f"\n{count} problem(s) found" if count else "\nhealthy: nothing to fix"
-        )
+        click.echo(f"\n{count} problem(s) found" if count else "\nhealthy: nothing to fix")
     return 1 if diagnosis.problems else 0

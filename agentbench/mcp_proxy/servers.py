@@ -24,6 +24,7 @@ from agentbench.mcp_proxy.recording import McpRecording, recordings_data
 from agentbench.mcp_proxy.upstream import HttpUpstream, StdioUpstream
 from agentbench.replay.drift import Change
 from agentbench.replay.drifted_calls import Drift
+from agentbench.replay.fallback_paths import with_fallback_drifts
 from agentbench.replay.tool_policy import ToolPolicies
 
 BRIDGE = Path(__file__).with_name("bridge.py")
@@ -89,23 +90,16 @@ class CaseMcpServers:
     def findings(self) -> list[Finding]:
         return [f for proxy in self.proxies.values() for f in proxy.findings]
 
-    def drifts(self, model_drifts: Sequence[Drift]) -> list[Drift]:
-        """The model's drifts, with the servers' changed handshakes and lists as drift of the
-        first model call (the one that showed the model the tools)."""
+    def drifts(self, model_drifts: list[Drift]) -> list[Drift]:
+        """The model's drifts, with the servers' changed handshakes and lists first, as drift
+        of the first model call (the one that showed the model the tools)."""
         changes = [
             Change(f"mcp {f.server} {f.what}: {c.path}", c.kind, c.old, c.new)
             for f in self.findings()
             if f.kind in DRIFTING
             for c in f.changes
         ]
-        if not changes:
-            return list(model_drifts)
-        drifts = list(model_drifts)
-        if drifts and drifts[0].index == 0:
-            drifts[0] = Drift(0, [*changes, *drifts[0].changes])
-        else:
-            drifts.insert(0, Drift(0, changes))
-        return drifts
+        return with_fallback_drifts([Drift(0, changes)] if changes else [], model_drifts)
 
     async def close(self) -> None:
         for proxy in self.proxies.values():

@@ -29,7 +29,7 @@ from agentbench.loading import load_object
 from agentbench.replay.cassette import Cassette, CassetteError, RecordMode
 from agentbench.replay.diff import Divergence, align, by_cause, drift_divergences
 from agentbench.replay.drifted_calls import DriftAt, locate_drifts
-from agentbench.replay.fallback_paths import fallback_drifts, with_fallback_drifts
+from agentbench.replay.mcp_snapshots import session_drifts
 from agentbench.replay.models import ReplayModel, unanswered_divergences
 from agentbench.replay.session import (
     continue_conversation,
@@ -250,8 +250,11 @@ class Replayer:
             # What the recording masked is a secret in the replayed run too.
             on_secrets=store.redactor.learn if store is not None else None,
         )
+        model_drifts = model.drifts
         if isinstance(target, CallableTarget):
-            turns = await self._boundary_turns(target, model, info, cassette, store)
+            mcp = self._mcp_servers(model)
+            turns = await self._boundary_turns(target, model, info, cassette, store, mcp)
+            model_drifts = mcp.drifts(model.drifts)  # a live server's changed tool list
         else:
             turns = await self._agent_turns(target, model, info, cassette, store)
         events = [event for turn in turns for event in turn.all_events]
@@ -259,9 +262,7 @@ class Replayer:
         # Every turn's steps, in order: the whole session is aligned with the recording,
         # so a change in turn 1 is found in turn 1, not as what it did to turn 2.
         new = trajectory(events)
-        drifts = locate_drifts(
-            with_fallback_drifts(model.drifts, fallback_drifts(target, events)), events
-        )
+        drifts = locate_drifts(session_drifts(model_drifts, target, events, self.tools), events)
         # A call the recording could not answer ended the run in an error of the replay's own:
         # a divergence even when the recorded run ended in an error as well.
         divergences = [*align(original, new), *unanswered_divergences(model.unanswered, events)]
@@ -322,15 +323,10 @@ class Replayer:
         info: dict[str, Any],
         cassette: Cassette,
         store: Any,
+        mcp: Any,
     ) -> list[RunResult]:
-        from agentbench.boundary.session import mcp_servers_for, run_turns, variables_of
+        from agentbench.boundary.session import run_turns, variables_of
 
-        # A boundary target runs its own tools: the policies reach only the MCP servers it
-        # reaches through its target context (`target.mcp_stdio`, `target.mcp_url`).
-        try:
-            mcp = mcp_servers_for(model, self.tools)
-        except CassetteError as exc:
-            raise UsageError(str(exc)) from None
         try:
             return await run_turns(
                 target,
@@ -343,6 +339,16 @@ class Replayer:
             )
         finally:
             await model.aclose()  # the forwarder to a live endpoint, when there is one
+
+    def _mcp_servers(self, model: ReplayModel) -> Any:
+        """A boundary target runs its own tools: the policies reach only the MCP servers it
+        reaches through its target context (`target.mcp_stdio`, `target.mcp_url`)."""
+        from agentbench.boundary.session import mcp_servers_for
+
+        try:
+            return mcp_servers_for(model, self.tools)
+        except CassetteError as exc:
+            raise UsageError(str(exc)) from None
 
     async def replay_run(
         self, store: Any, run_id: str, *, agent: Agent | CallableTarget | None = None

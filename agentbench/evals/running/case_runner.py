@@ -13,7 +13,7 @@ from typing import Any
 from agentbench.boundary.target import CallableTarget
 from agentbench.evals.running.boundary_case import run_boundary_case
 from agentbench.evals.running.case_trial import CasePlan, CaseRun, model_for, settle
-from agentbench.replay.fallback_paths import fallback_drifts, with_fallback_drifts
+from agentbench.replay.mcp_snapshots import session_drifts
 from agentbench.replay.models import RecordingModel, ReplayModel, budget_stop, tool_stops
 from agentbench.replay.session import continue_conversation
 from agentbench.replay.tool_policy import ReplayTools, ToolPolicy
@@ -96,5 +96,5 @@ async def _run_agent_case(plan: CasePlan) -> CaseRun:
     drifts = None
     if isinstance(model, ReplayModel):
         events = [event for turn in outcome.turns for event in turn.all_events]
-        drifts = with_fallback_drifts(model.drifts, fallback_drifts(plan.agent, events))
+        drifts = session_drifts(model.drifts, plan.agent, events, policies)
     return settle(plan, model, cassette, outcome, existed=existed, drifts=drifts)

@@ -117,6 +117,10 @@ class Connection:
         self.server = server
         self.starts = 0  # processes (or HTTP sessions) started, for tests and messages
         self.restarts_in_a_row = 0  # starts since the last call the server answered
+        # The server's own tool list, asked once a start when its tools came from a schema=
+        # snapshot (`tools.snapshot_and_live`): what the snapshot is compared with.
+        self.live_tools: list[dict[str, Any]] | None = None
+        self.live_tools_start = 0
         self._session: Any = None
         self._stop: asyncio.Event | None = None
         self._owner: asyncio.Task[None] | None = None

@@ -24,6 +24,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,11 @@ class McpTool(Tool):
         name: str,
         timeout_s: float | None,
         max_result_chars: int,
+        snapshot: Snapshot | None = None,
     ) -> None:
         self.server = server
         self.remote_name: str = spec["name"]
+        self.snapshot = snapshot  # the schema= file the tool list was read from
         annotations = spec.get("annotations") or {}
         super().__init__(
             _no_arguments,
@@ -144,6 +147,8 @@ class McpTool(Tool):
             await conn.run(link.session())
         except Exception as exc:
             return ToolResult.system_error(f"tool {self.name!r}: {one_line(exc)}")
+        if self.snapshot is not None:
+            await _list_live(link)
         try:
             value = await self._call(link, kwargs)
         except BusinessFailure as exc:
@@ -272,6 +277,37 @@ def _checked_schema(server: McpServer, tool: str, schema: Any) -> dict[str, Any]
     return {**schema, "type": "object"}
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """A `schema=` file and the tool list it held when the agent was defined."""
+
+    path: Path
+    tools: list[dict[str, Any]]
+
+
+def snapshot_and_live(tool: Any) -> tuple[Snapshot, list[dict[str, Any]]] | None:
+    """For an MCP tool whose list came from a `schema=` file: the snapshot, and the tool
+    list its server gave when it last started live (None when it never did)."""
+    snapshot = getattr(tool, "snapshot", None)
+    if not isinstance(tool, McpTool) or snapshot is None:
+        return None
+    link = conn.find(tool.server)
+    live = getattr(link, "live_tools", None)
+    return (snapshot, live) if live is not None else None
+
+
+async def _list_live(link: conn.Connection) -> None:
+    """Ask a server whose tools came from a snapshot for its own list, once a start, so what
+    the model was shown can be compared with what the server has now."""
+    if link.live_tools_start == link.starts:
+        return
+    link.live_tools_start = link.starts
+    try:
+        link.live_tools = await conn.run(link.list_tools())
+    except Exception:  # the call that follows reports what is wrong with the server
+        link.live_tools = None
+
+
 def local_name(remote: str, prefix: str | None) -> str:
     """The tool's name for the model: prefixed, with characters OpenAI refuses replaced."""
     name = f"{prefix}_{remote}" if prefix else remote
@@ -293,7 +329,9 @@ def mcp_tools(
     JSON file), the tool list is read from it when it exists — the server is then started
     only when a tool runs — and written from the server when it does not.
     """
-    specs = _specs(server, Path(schema) if schema is not None else None)
+    path = Path(schema) if schema is not None else None
+    specs = _specs(server, path)
+    snapshot = Snapshot(path, specs) if path is not None else None
     wanted = None if include is None else list(include)
     if wanted is not None:
         known = {spec["name"] for spec in specs}
@@ -311,6 +349,7 @@ def mcp_tools(
             name=local_name(spec["name"], prefix),
             timeout_s=timeout_s,
             max_result_chars=max_result_chars,
+            snapshot=snapshot,
         )
         for spec in specs
     ]

@@ -139,9 +139,8 @@ def _dead_journal(diagnosis: Diagnosis, state: JournalState, stored: set[str] | 
     when = "the next time the store is opened" if stored is not None else "once it can be opened"
     text = f"left by a process that is gone: {_rebuild(parsed, stored)}; stored {when}"
     if parsed.problems:
-        text += (
-            f"; {len(parsed.problems)} bad line(s) go to the quarantine then: "
-            + "; ".join(parsed.problems[:3])
+        text += f"; {len(parsed.problems)} bad line(s) go to the quarantine then: " + "; ".join(
+            parsed.problems[:3]
         )
     diagnosis.add(str(state.path), text, problem=bool(parsed.problems))
 
