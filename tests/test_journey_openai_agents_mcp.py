@@ -25,6 +25,7 @@ from tests.framework_journeys import (
     framework_or_skip,
     gate_against_baseline,
 )
+from tests.test_journeys import agentbench
 
 pytestmark = pytest.mark.slow  # journeys through the real CLI, seconds each
 
@@ -113,3 +114,6 @@ def test_the_fault_case_shows_the_agent_telling_the_user_what_failed(checkout: P
     assert result["status"] == "passed"
     said = {s["name"]: s for s in result["scores"]}["output_contains"]
     assert said["passed"] and "injected fault" in said["reason"], said
+    # The trace knows the call failed, though the SDK sent the model back only text.
+    shown = agentbench(checkout, "traces", "show", result["run_id"])
+    assert 'find_part({"sku":"A-100"}) → system_error' in shown.out, shown.out

@@ -87,3 +87,13 @@ def test_the_fault_case_shows_the_agent_telling_the_user_what_failed(checkout: P
     (output,) = [line for line in shown.out.splitlines() if line.lstrip().startswith("output ")]
     assert "I could not look it up: tool 'find_part' failed" in output
     assert "(injected fault: a JSON-RPC error)" in output
+    # The trace knows the call failed, though the framework sent back only text.
+    assert 'find_part({"sku":"K-410"}) → system_error' in shown.out
+
+
+def test_an_is_error_answer_is_the_tools_own_no_in_the_trace(checkout: Path) -> None:
+    ran = gate_against_baseline(checkout, SUITE, "--filter", "too-few-to-reserve", "--json")
+    assert ran.code == 0, ran.out
+    (result,) = ran.json()["results"]
+    shown = agentbench(checkout, "traces", "show", result["run_id"])
+    assert "→ business_failure" in shown.out, shown.out

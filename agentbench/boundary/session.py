@@ -246,6 +246,7 @@ async def _turns(
             context=variables,
             hooks=[*([store.run_hook()] if store is not None else []), *hooks],
             agents=agents,
+            tool_outcome=mcp.tool_outcome,
         )
         served.turn = traffic
         await traffic.start()

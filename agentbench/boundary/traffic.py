@@ -19,7 +19,7 @@ the model (a guard it ran, what its memory dropped) never crosses the wire and i
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -87,6 +87,10 @@ def _result(message: dict[str, Any], took: float) -> ToolResult:
     return ToolResult(kind=ResultKind.OK, data=data, duration_ms=took)
 
 
+# (tool, arguments) -> (how the call ended: `mcp_proxy.proxy.ToolOutcome`, its effect)
+ToolOutcomes = Callable[[str, dict[str, Any]], tuple[Any, str] | None]
+
+
 def _arguments(call: ToolCall) -> dict[str, Any]:
     try:
         parsed = orjson.loads(call.arguments or "{}")
@@ -108,8 +112,12 @@ class TurnTraffic:
         context: dict[str, Any],
         hooks: Sequence[Hook],
         agents: dict[tuple[str, tuple[str, ...]], str] | None = None,
+        tool_outcome: ToolOutcomes | None = None,
     ) -> None:
         self.name = name
+        # How a tool call that went through the case's MCP proxy ended, and its effect: the
+        # text the framework sent back cannot tell an `isError` answer from a result.
+        self.tool_outcome = tool_outcome
         self.run_id = new_run_id()
         self.hooks = list(hooks)
         self.events: list[Any] = []
@@ -284,14 +292,22 @@ class TurnTraffic:
             took = (time.perf_counter() - answered) * 1000
             arguments = _arguments(call)
             base = {"run_id": self.run_id, "agent": agent, "step": step, "call_id": call.id}
+            result, effect = _result(message, took), "unknown"
+            found = self.tool_outcome(call.name, arguments) if self.tool_outcome else None
+            if found is not None:
+                ended, effect = found
+                if ended.kind is not ResultKind.OK and result.kind is ResultKind.OK:
+                    result = ToolResult(
+                        kind=ended.kind, data=result.data, error=ended.error, duration_ms=took
+                    )
             await self._emit(
                 ToolFinished(
                     **base,
                     seq=len(self.events),
                     tool=call.name,
                     arguments=arguments,
-                    result=_result(message, took),
-                    effect="unknown",
+                    result=result,
+                    effect=effect,
                 )
             )
 

@@ -22,17 +22,25 @@ can still have one tool call go live.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
 
-from agentbench.mcp_proxy.matching import RecordedCalls, describe_call, tool_list_changes
+from agentbench.mcp_proxy.matching import (
+    RecordedCalls,
+    call_key,
+    describe_call,
+    tool_list_changes,
+)
 from agentbench.mcp_proxy.recording import LIST_METHODS, McpRecording, RecordedCall
 from agentbench.mcp_proxy.upstream import Message, Upstream, UpstreamError
 from agentbench.replay.drift import Change, value_diff
 from agentbench.replay.tool_policy import ToolPolicies, ToolPolicy, slow_delay
+from agentbench.runtime.mcp.tools import effect_of
+from agentbench.runtime.tools import ResultKind
 
 # JSON-RPC codes: the spec's internal error, and one of the implementation-defined range for
 # "this proxy has no answer" (the SDKs use -32000 and -32001 for their own).
@@ -52,6 +60,15 @@ FindingKind = Literal[
 
 class ServerCrash(Exception):  # noqa: N818 - what the client is to see: the server gone
     """An injected `crash`: the front ends the client's connection with no answer."""
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """How one tool call through the proxy ended: ok, the tool's own "no" (`isError`), or a
+    failure of the protocol, the server or an injected fault."""
+
+    kind: ResultKind
+    error: str | None
 
 
 @dataclass(frozen=True)
@@ -102,6 +119,7 @@ class McpProxy:
         self.findings: list[Finding] = []
         self.answered = 0
         self.upstream_failures = 0  # requests the real server failed (not there, gone, late)
+        self.outcomes: dict[bytes, deque[ToolOutcome]] = {}  # how each tool call ended
         self.on_server_message: Callable[[Message], Awaitable[None]] | None = None
         self._make_upstream = upstream
         self._upstream: Upstream | None = None
@@ -181,7 +199,13 @@ class McpProxy:
         if method in LIST_METHODS:
             return await self._list(method, params)
         if method == "tools/call":
-            return await self._tool_call(params)
+            try:
+                answer = await self._tool_call(params)
+            except ServerCrash:
+                self._note(params, {"error": {"message": "the server crashed (injected fault)"}})
+                raise
+            self._note(params, answer)
+            return answer
         if self.live:
             return await self._forwarded(method, params)
         return self._from_recording(method, params)
@@ -263,6 +287,36 @@ class McpProxy:
         if policy is ToolPolicy.LIVE and self._make_upstream is not None:
             return await self._forwarded("tools/call", params)
         return self._from_recording("tools/call", params)
+
+    def _note(self, params: dict[str, Any], answer: Message) -> None:
+        """Keep how a tool call ended, for the trace of a target that sees only the text its
+        framework made of it (`outcome`)."""
+        name = params.get("name")
+        if not isinstance(name, str):
+            return
+        error = answer.get("error")
+        result = answer.get("result")
+        if isinstance(error, dict):
+            ended = ToolOutcome(ResultKind.SYSTEM_ERROR, str(error.get("message") or error))
+        elif isinstance(result, dict) and result.get("isError"):
+            ended = ToolOutcome(ResultKind.BUSINESS_FAILURE, _text_of(result))
+        else:
+            ended = ToolOutcome(ResultKind.OK, None)
+        key = call_key(name, params.get("arguments") or {})
+        self.outcomes.setdefault(key, deque()).append(ended)
+
+    def outcome(self, tool: str, arguments: dict[str, Any]) -> ToolOutcome | None:
+        """How the next unclaimed call of `tool` with `arguments` ended, or None."""
+        queue = self.outcomes.get(call_key(tool, arguments))
+        return queue.popleft() if queue else None
+
+    def effect(self, tool: str) -> str | None:
+        """The effect a tool's annotations declare, from the tool list this session saw."""
+        listed = self.made.tools or (self.recorded.tools if self.recorded else None) or []
+        for spec in listed:
+            if isinstance(spec, dict) and spec.get("name") == tool:
+                return effect_of(spec.get("annotations") or {}).value
+        return None
 
     def _injected(self, params: dict[str, Any], answer: Message, how: str) -> Message:
         """Keep an answer a policy gave in place of the server, when recording."""
@@ -373,6 +427,11 @@ class McpProxy:
         upstream, self._upstream = self._upstream, None
         if upstream is not None:
             await upstream.close()
+
+
+def _text_of(result: dict[str, Any]) -> str:
+    parts = [c.get("text") for c in result.get("content") or () if isinstance(c, dict)]
+    return " ".join(p for p in parts if isinstance(p, str)) or "the tool reported an error"
 
 
 def _tool_result(value: Any) -> dict[str, Any]:

@@ -87,6 +87,15 @@ class CaseMcpServers:
         """What the real servers said, as a cassette keeps it (`agentbench.mcp`)."""
         return recordings_data({name: p.made for name, p in self.proxies.items()})
 
+    def tool_outcome(self, tool: str, arguments: dict[str, Any]) -> tuple[Any, str] | None:
+        """How a call of `tool` through one of the proxies ended, with the tool's declared
+        effect; None for a tool no proxy served (the framework's own)."""
+        for proxy in self.proxies.values():
+            ended = proxy.outcome(tool, arguments)
+            if ended is not None:
+                return ended, proxy.effect(tool) or "unknown"
+        return None
+
     def findings(self) -> list[Finding]:
         return [f for proxy in self.proxies.values() for f in proxy.findings]
 
