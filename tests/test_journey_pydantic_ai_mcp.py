@@ -97,3 +97,18 @@ def test_an_is_error_answer_is_the_tools_own_no_in_the_trace(checkout: Path) -> 
     (result,) = ran.json()["results"]
     shown = agentbench(checkout, "traces", "show", result["run_id"])
     assert "→ business_failure" in shown.out, shown.out
+
+
+def test_recorded_tools_answer_with_no_server_started(checkout: Path) -> None:
+    # A server that cannot start at all: the recording answers every call, its answers in
+    # the key order the server gave them (pydantic-ai passes structured content on as JSON).
+    change(
+        checkout,
+        SUITE,
+        ("server = MCPServer(", "raise SystemExit(3)\nserver = MCPServer("),
+        file="stock_server.py",
+    )
+    change(checkout, SUITE, ("scorers:", "tools: {default: recorded}\nscorers:"), file="suite.yaml")
+    ran = gate_against_baseline(checkout, SUITE, "--strict")
+    assert ran.code == 0, ran.out
+    assert f"unchanged: {CASES} case(s)" in ran.out

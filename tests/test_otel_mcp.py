@@ -337,3 +337,50 @@ def test_the_runtimes_mcp_failures_map_to_error_types() -> None:
     # A tool's own text that happens to read like one is not taken for it.
     said = "the server said: answered 'x' with error -1: no"
     assert tool_error_attributes("system_error", said) == {"error.type": "system_error"}
+
+
+@pytest.mark.parametrize(
+    ("suite", "transport"),
+    [("openai_agents_mcp", "pipe"), ("pydantic_ai_mcp", "tcp")],
+)
+def test_a_boundary_targets_mcp_calls_through_the_proxy_carry_the_mcp_attributes(
+    suite: str, transport: str
+) -> None:
+    # A framework's own MCP client, reaching the case's proxy (stdio through the bridge, or
+    # Streamable HTTP), replayed from the shipped cassettes with no server: its tool calls
+    # are MCP calls to the conventions, and the injected fault is a failed one.
+    import asyncio
+
+    from agentbench.boundary.session import mcp_servers_for, run_turns
+    from agentbench.boundary.target import CallableTarget
+    from agentbench.loading import load_object
+    from agentbench.replay.cassette import Cassette
+    from agentbench.replay.models import ReplayModel
+    from agentbench.replay.session import recorded_turns
+    from agentbench.replay.tool_policy import ToolPolicies
+
+    pytest.importorskip("agents" if suite == "openai_agents_mcp" else "fastmcp")
+    target = CallableTarget.of(load_object(f"golden.{suite}.agent:parts_desk"), where="")
+    found: dict[str, dict[str, Any]] = {}
+    for case in ("find-a-part", "warehouse-down"):
+        cassette = Cassette.load(ROOT / "replays" / suite / f"{case}.yaml")
+        model = ReplayModel(cassette, strict=True)
+        mcp = mcp_servers_for(model, ToolPolicies.parse("recorded"))
+        with OtlpCollector() as collector:
+            provider = TracerProvider()
+            provider.add_span_processor(
+                SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{collector.endpoint}/v1/traces"))
+            )
+            hook = OTelHook(tracer_provider=provider)
+            turns = recorded_turns(cassette.info)
+            asyncio.run(run_turns(target, model, turns, variables={}, hooks=[hook], mcp=mcp))
+            provider.shutdown()
+            found[case] = tool_spans(collector.spans())["find_part"]
+        assert not model.drifts  # the recorded session, replayed as it was
+    ok, failed = found["find-a-part"], found["warehouse-down"]
+    assert ok["mcp.method.name"] == "tools/call" and ok["gen_ai.operation.name"] == "execute_tool"
+    assert ok["network.transport"] == transport
+    assert ok["agentbench.mcp.server"] == "agentbench mcp-proxy: stock"
+    assert ok["mcp.protocol.version"]
+    assert "error.type" not in ok
+    assert failed["error.type"] == "system_error" and failed["code"] == 2

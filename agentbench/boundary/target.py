@@ -65,7 +65,8 @@ class TargetContext:
         from agentbench.mcp_proxy.servers import bridge_command, stdio_upstream
 
         environment = None if env is None else {**os.environ, **env}
-        return bridge_command(self._mcp().url(name, stdio_upstream(command, environment, cwd)))
+        upstream = stdio_upstream(command, environment, cwd)
+        return bridge_command(self._mcp().url(name, upstream, transport="stdio"))
 
     def mcp_url(
         self,

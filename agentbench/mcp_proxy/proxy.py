@@ -22,6 +22,7 @@ can still have one tool call go live.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -97,6 +98,15 @@ class Finding:
         }
 
 
+# Every proxy of the process while it lives: the OTel hook tells a boundary target's MCP
+# tools by them (`otel.mcp.McpToolIndex`).
+_live: weakref.WeakSet[McpProxy] = weakref.WeakSet()
+
+
+def live_proxies() -> list[McpProxy]:
+    return list(_live)
+
+
 class McpProxy:
     """The proxy for one server, whatever front the client reached it by."""
 
@@ -110,8 +120,10 @@ class McpProxy:
         recording: bool = False,
         timeout_s: float = 120.0,
         fault_timeout_s: float = 60.0,
+        client_transport: str = "stdio",
     ) -> None:
         self.server = server
+        self.client_transport = client_transport  # how the client reaches the proxy
         self.recorded = recorded
         self.policies = policies or ToolPolicies(default=ToolPolicy.RECORDED)
         self.recording = recording
@@ -131,6 +143,21 @@ class McpProxy:
         self._fault_timeout_s = fault_timeout_s
         if recording and upstream is None:
             raise UpstreamError(f"recording MCP server {server!r} needs the real server")
+        _live.add(self)
+
+    def listed(self, tool: str) -> dict[str, Any] | None:
+        """The tool's entry in the tool list this session showed (live, else recorded)."""
+        listed = self.made.tools or (self.recorded.tools if self.recorded else None) or []
+        for spec in listed:
+            if isinstance(spec, dict) and spec.get("name") == tool:
+                return spec
+        return None
+
+    @property
+    def protocol_version(self) -> str | None:
+        handshake = self.made.initialize or (self.recorded.initialize if self.recorded else None)
+        version = (handshake or {}).get("protocolVersion")
+        return version if isinstance(version, str) else None
 
     # -- what is live ----------------------------------------------------------------------------
     @property
@@ -312,11 +339,8 @@ class McpProxy:
 
     def effect(self, tool: str) -> str | None:
         """The effect a tool's annotations declare, from the tool list this session saw."""
-        listed = self.made.tools or (self.recorded.tools if self.recorded else None) or []
-        for spec in listed:
-            if isinstance(spec, dict) and spec.get("name") == tool:
-                return effect_of(spec.get("annotations") or {}).value
-        return None
+        spec = self.listed(tool)
+        return effect_of(spec.get("annotations") or {}).value if spec is not None else None
 
     def _injected(self, params: dict[str, Any], answer: Message, how: str) -> Message:
         """Keep an answer a policy gave in place of the server, when recording."""

@@ -53,12 +53,12 @@ class RecordedCall:
         name = self.params.get("name") if self.method == "tools/call" else None
         return name if isinstance(name, str) else None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, packed: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {"method": self.method, "params": self.params}
         if self.error is not None:
-            data["error"] = self.error
+            data["error"] = _pack(self.error, packed)
         else:
-            data["result"] = self.result
+            data["result"] = _pack(self.result, packed)
         if self.injected is not None:
             data["injected"] = self.injected
         return data
@@ -81,13 +81,16 @@ class McpRecording:
             return None
         return [t for page in pages if isinstance(page, dict) for t in page.get("tools") or ()]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, packed: bool = False) -> dict[str, Any]:
+        """The recording as data; `packed`, each answer as its JSON text, for a writer that
+        sorts mapping keys (a cassette's): a server's key order is what a client passes on
+        to the model, so a replay must give it back as it came."""
         data: dict[str, Any] = {}
         if self.initialize is not None:
-            data["initialize"] = self.initialize
+            data["initialize"] = _pack(self.initialize, packed)
         if self.lists:
-            data["lists"] = dict(self.lists)
-        data["calls"] = [c.as_dict() for c in self.calls]
+            data["lists"] = {key: _pack(value, packed) for key, value in self.lists.items()}
+        data["calls"] = [c.as_dict(packed) for c in self.calls]
         return data
 
     @classmethod
@@ -101,7 +104,7 @@ class McpRecording:
                 f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} (expected "
                 "initialize, lists, calls)"
             )
-        initialize = data.get("initialize")
+        initialize = _unpack(data.get("initialize"), f"{where}.initialize")
         if initialize is not None and not isinstance(initialize, Mapping):
             raise RecordingError(f"{where}.initialize: a mapping, not {_kind(initialize)}")
         lists = data.get("lists") or {}
@@ -113,7 +116,7 @@ class McpRecording:
         return cls(
             server,
             dict(initialize) if initialize is not None else None,
-            dict(lists),
+            {key: _unpack(value, f"{where}.lists.{key}") for key, value in lists.items()},
             [_call(item, f"{where}.calls[{i}]") for i, item in enumerate(calls)],
         )
 
@@ -124,7 +127,7 @@ def _call(item: Any, where: str) -> RecordedCall:
     params = item.get("params") or {}
     if not isinstance(params, Mapping):
         raise RecordingError(f"{where}.params: a mapping, not {_kind(params)}")
-    error = item.get("error")
+    error = _unpack(item.get("error"), f"{where}.error")
     if error is not None and not (isinstance(error, Mapping) and "message" in error):
         raise RecordingError(f"{where}.error: a JSON-RPC error (code, message)")
     if error is None and "result" not in item:
@@ -132,9 +135,24 @@ def _call(item: Any, where: str) -> RecordedCall:
     injected = item.get("injected")
     if injected is not None and not isinstance(injected, str):
         raise RecordingError(f"{where}.injected: the policy that answered, as text")
+    result = _unpack(item.get("result"), f"{where}.result")
     return RecordedCall(
-        item["method"], dict(params), item.get("result"), dict(error) if error else None, injected
+        item["method"], dict(params), result, dict(error) if error else None, injected
     )
+
+
+def _pack(value: Any, packed: bool) -> Any:
+    return orjson.dumps(value).decode() if packed else value
+
+
+def _unpack(value: Any, where: str) -> Any:
+    """An answer as kept: data, or its JSON text (an MCP answer is never a bare string)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise RecordingError(f"{where}: not JSON text ({exc})") from None
 
 
 def _kind(value: Any) -> str:
@@ -156,8 +174,8 @@ def recordings_from(data: Any, where: str) -> dict[str, McpRecording]:
     }
 
 
-def recordings_data(recordings: Mapping[str, McpRecording]) -> dict[str, Any]:
-    return {name: recording.as_dict() for name, recording in recordings.items()}
+def recordings_data(recordings: Mapping[str, McpRecording], packed: bool = False) -> dict[str, Any]:
+    return {name: recording.as_dict(packed) for name, recording in recordings.items()}
 
 
 def load_file(path: Path) -> dict[str, McpRecording]:

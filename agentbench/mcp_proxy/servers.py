@@ -67,7 +67,7 @@ class CaseMcpServers:
         self.routes = McpRoutes(self.proxies.get)
         self.root_url = ""  # the loopback server's, once it listens
 
-    def url(self, name: str, upstream: Any) -> str:
+    def url(self, name: str, upstream: Any, transport: str = "http") -> str:
         """The Streamable HTTP address of server `name`'s proxy (made on first ask)."""
         if not name or not name.replace("-", "").replace("_", "").isalnum():
             raise UsageError(f"MCP server name {name!r}: use letters, digits, '-' and '_'")
@@ -80,12 +80,13 @@ class CaseMcpServers:
                 upstream=upstream,
                 policies=self.policies,
                 recording=self.recording,
+                client_transport=transport,
             )
         return f"{self.root_url}/mcp/{name}"
 
     def recordings(self) -> dict[str, Any]:
         """What the real servers said, as a cassette keeps it (`agentbench.mcp`)."""
-        return recordings_data({name: p.made for name, p in self.proxies.items()})
+        return recordings_data({name: p.made for name, p in self.proxies.items()}, packed=True)
 
     def tool_outcome(self, tool: str, arguments: dict[str, Any]) -> tuple[Any, str] | None:
         """How a call of `tool` through one of the proxies ended, with the tool's declared

@@ -148,6 +148,6 @@ def _update_cassette(path: Path, server: str | None, listed: Listed) -> list[Cha
     old = recordings.get(name) or McpRecording(name)
     changes = tool_list_changes(old.tools or [], listed.tools)
     recordings[name] = McpRecording(name, listed.initialize, listed.lists, old.calls)
-    cassette.update_info(mcp=recordings_data(recordings))
+    cassette.update_info(mcp=recordings_data(recordings, packed=True))
     cassette.save(path)
     return changes

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
@@ -213,12 +214,44 @@ def tool_error_attributes(result_kind: str, error: str | None) -> dict[str, Any]
     return {c.ERROR_TYPE: "system_error"}
 
 
-class McpToolIndex:
-    """Which tools of a request are `McpTool`s of this process, and what their spans carry."""
+@dataclass(frozen=True)
+class ProxiedTool:
+    """A tool a framework's own MCP client called through a case's `agentbench mcp-proxy`."""
 
-    def tools_of(self, definitions: Iterable[Any]) -> dict[str, McpTool]:
+    name: str
+    server: str  # the name the target gave the server
+    transport: str  # how the client reached the proxy: "stdio" or "http"
+    protocol_version: str | None
+
+
+class McpToolIndex:
+    """Which tools of a request are MCP tools, and what their spans carry: an `McpTool` of
+    this process, or a tool a live `agentbench mcp-proxy` lists (a boundary target's)."""
+
+    def tools_of(self, definitions: Iterable[Any]) -> dict[str, McpTool | ProxiedTool]:
         """The request's tool definitions that are the entry of an `McpTool` made in this
-        process, by tool name; empty when no MCP tool was made (the module never loaded)."""
+        process, or a tool (same name and description) of a live MCP proxy, by tool name;
+        empty when neither module was loaded."""
+        definitions = list(definitions)
+        found: dict[str, McpTool | ProxiedTool] = dict(self._runtime_tools(definitions))
+        proxies = getattr(sys.modules.get("agentbench.mcp_proxy.proxy"), "live_proxies", None)
+        for definition in definitions if proxies is not None else ():
+            function = definition.get("function") if isinstance(definition, dict) else None
+            name = function.get("name") if isinstance(function, dict) else None
+            if not isinstance(name, str) or name in found:
+                continue
+            for proxy in proxies():
+                listed = proxy.listed(name)
+                if listed is not None and (listed.get("description") or "") == (
+                    function.get("description") or ""
+                ):
+                    found[name] = ProxiedTool(
+                        name, proxy.server, proxy.client_transport, proxy.protocol_version
+                    )
+                    break
+        return found
+
+    def _runtime_tools(self, definitions: list[Any]) -> dict[str, McpTool]:
         module = sys.modules.get("agentbench.runtime.mcp.tools")
         made = getattr(module, "made_tools", None)
         if made is None:
@@ -239,10 +272,20 @@ class McpToolIndex:
         return found
 
     @staticmethod
-    def started(tool: McpTool) -> dict[str, Any]:
+    def started(tool: McpTool | ProxiedTool) -> dict[str, Any]:
         """The attributes an MCP tool's `execute_tool` span starts with: the method, the
         transport and server, and the session's id and protocol version once it has one."""
         from agentbench.runtime.mcp.servers import HttpServer
+
+        if isinstance(tool, ProxiedTool):
+            _, attributes = mcp_call_attributes(
+                TOOLS_CALL,
+                tool=tool.name,
+                transport=tool.transport,
+                protocol_version=tool.protocol_version,
+            )
+            attributes[MCP_SERVER] = f"agentbench mcp-proxy: {tool.server}"
+            return attributes
 
         server = tool.server
         transport = "http" if isinstance(server, HttpServer) else "stdio"
@@ -261,10 +304,13 @@ class McpToolIndex:
         return attributes
 
     @staticmethod
-    def session(tool: McpTool) -> dict[str, Any]:
+    def session(tool: McpTool | ProxiedTool) -> dict[str, Any]:
         """`mcp.session.id` and `mcp.protocol.version` of the server's live session, when
         there is one (a server not started yet has neither; stdio has no session id)."""
         from agentbench.runtime.mcp import connection as conn
+
+        if isinstance(tool, ProxiedTool):
+            return {}  # what the proxy knows was given at the start
 
         link = conn.find(tool.server)
         if link is None:
