@@ -208,12 +208,14 @@ def test_an_invalid_suite_is_reported_and_the_others_still_run(
     assert "pass rate 100.0%" in captured.out
 
 
-def test_shipped_golden_suites_replay_offline(tmp_path: Path, capsys) -> None:
+def test_shipped_golden_suites_replay_offline(tmp_path: Path, capfd) -> None:
     """The main command: every shipped case replays from its cassette, no network, no key."""
+    # capfd, not capsys: the Agents SDK's stdio MCP client hands the server process
+    # sys.stderr, which must be a file with a descriptor (as a terminal's is).
     code = run(str(ROOT / "golden"), db=tmp_path / "g.duckdb")
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert code == 0, out
-    assert "130 cases" in out and "pass rate 100.0%" in out
+    assert "136 cases" in out and "pass rate 100.0%" in out
     assert textwrap.dedent(out).count("expected failures:") == 1
 
 
@@ -280,3 +282,27 @@ def test_setup_runs_before_the_agent_is_imported(
     suite = (recorded / "suite.yaml").read_text()
     (recorded / "suite.yaml").write_text(suite + "setup: fixture.py:build\n")
     assert run(str(recorded), db=tmp_path / "setup.duckdb") == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["suite", "case"])
+def test_a_tool_override_naming_no_tool_of_the_agent_is_refused(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    # Misspelt, `recorded` would leave get_weather live and say nothing.
+    if where == "suite":
+        with (recorded / "suite.yaml").open("a") as file:
+            file.write("tools: {overrides: {get_wether: recorded}}\n")
+    else:
+        cases = recorded / "cases" / "weather.yaml"
+        cases.write_text(
+            cases.read_text().replace(
+                "  tags: [smoke]\n", "  tags: [smoke]\n  tools: {overrides: {get_wether: stub:1}}\n"
+            )
+        )
+    code = run(str(recorded), db=tmp_path / "refused.duckdb")
+    out = capsys.readouterr().out
+    assert code == 2, out
+    assert "'get_wether' is no tool of agent" in out
+    assert "(did you mean 'get_weather'?)" in out
+    if where == "case":
+        assert "weather.yaml:2: case 'paris': tools.overrides" in out

@@ -10,6 +10,7 @@ interrupted eval can be resumed. A suite that cannot load never stops the others
 from __future__ import annotations
 
 import copy
+import difflib
 import fnmatch
 import importlib.util
 import operator
@@ -40,6 +41,7 @@ from agentbench.replay import cassette_cache
 from agentbench.replay.cassette import RecordMode
 from agentbench.replay.faults import Served
 from agentbench.runtime.agent import Agent
+from agentbench.runtime.agent_tree import reachable_tools
 from agentbench.runtime.models import ChatModel
 from agentbench.trace.code_version import code_version
 from agentbench.trace.redaction.redactor import Redactor
@@ -187,7 +189,7 @@ def agent_for(suite: Any, agent: Any = None) -> Agent | CallableTarget:
             if isinstance(loaded, CommandTarget)
             else CallableTarget.of(loaded, where=suite.where("agent"), model=model)
         )
-        refused = agent_only_settings(suite)
+        refused = agent_only_settings(suite, command=isinstance(target, CommandTarget))
         if refused:
             raise UsageError(
                 f"{suite.where('agent')}agent {suite.agent_ref!r} is a "
@@ -196,6 +198,7 @@ def agent_for(suite: Any, agent: Any = None) -> Agent | CallableTarget:
                 "its own requests and runs its own tools, so remove them"
             )
         return target
+    unknown_tools(suite, loaded)
     settings = suite.model.settings if suite.model else None
     if settings is not None and settings.model_fields_set:
         # The suite's settings apply to its entry agent; a shallow copy keeps the original.
@@ -204,14 +207,42 @@ def agent_for(suite: Any, agent: Any = None) -> Agent | CallableTarget:
     return loaded
 
 
-def agent_only_settings(suite: Any) -> str:
-    """The keys of `suite` that only an agentbench Agent can honour, set by the suite."""
+def unknown_tools(suite: Any, agent: Agent) -> None:
+    """UsageError for a `tools: overrides:` entry (the suite's or a case's) naming no tool
+    the agent can reach: misspelt, it would leave the tool live where it was meant to be
+    recorded, stubbed or faulted, and nothing would say so."""
+    names = {tool.name for _, tool in reachable_tools(agent)}
+    written = [(suite.where("tools"), suite.tools)] + [
+        (_case_where(case), case.tools)
+        for case in getattr(suite, "cases", ()) or ()
+        if getattr(case, "tools", None) is not None
+    ]
+    for where, config in written:
+        for name in config.overrides:
+            if name not in names:
+                close = difflib.get_close_matches(name, sorted(names), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise UsageError(
+                    f"{where}tools.overrides: {name!r} is no tool of agent "
+                    f"{suite.agent_ref!r}{hint}; its tools: {', '.join(sorted(names))}"
+                )
+
+
+def _case_where(case: Any) -> str:
+    source = getattr(case, "source", None)
+    place = f"{source[0]}:{source[1]}: " if source else ""
+    return f"{place}case {case.id!r}: "
+
+
+def agent_only_settings(suite: Any, *, command: bool = False) -> str:
+    """The keys of `suite` that its target cannot honour, set by the suite: a function's MCP
+    servers follow `tools:` (reached through its target context); a command's cannot."""
     keys = []
     model = suite.model
     if model is not None and model.settings is not None and model.settings.model_fields_set:
         keys.append("model.settings")
-    # `tools:` is not among them: a boundary target's MCP servers, reached through its
-    # target context, follow the policies (`mcp_proxy`).
+    if command and suite.tools.model_fields_set:
+        keys.append("tools (replay policies)")
     if getattr(suite, "serve", None):
         keys.append("serve")
     return " and ".join(keys)
