@@ -223,3 +223,15 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str, tmp_path: 
     assert done.returncode == 2, done.stdout + done.stderr
     assert says in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_server_that_never_starts_leaves_the_recording_as_it_was(tmp_path: Path) -> None:
+    kept = tmp_path / "stock.mcp.yaml"
+    kept.write_text("format: 1\nservers: {}\n")
+    code, answers, err = proxy(
+        "--record", str(kept), "--", str(tmp_path / "no-such-server"), messages=HANDSHAKE[:1]
+    )
+    assert code == 3, err  # the real server failed
+    assert "could not be started" in answers[1]["error"]["message"]
+    assert "nothing recorded" in err and "left as it was" in err
+    assert kept.read_text() == "format: 1\nservers: {}\n"

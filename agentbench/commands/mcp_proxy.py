@@ -219,8 +219,7 @@ def _serve(
         crashed = not asyncio.run(_run(proxy, port))
     finally:
         if record_path is not None:
-            save_file(record_path, {name: proxy.made})
-            _say(f"recorded {len(proxy.made.calls)} call(s) of {name} to {record_path}")
+            _save(record_path, name, proxy)
     failed = list(proxy.findings)
     for finding in failed:
         _say(finding.describe())
@@ -229,6 +228,17 @@ def _serve(
     if proxy.upstream_failures:
         return EXIT_INFRA
     return EXIT_DIFFERED if failed else EXIT_OK
+
+
+def _save(path: Path, name: str, proxy: McpProxy) -> None:
+    """Write what the server said; a server that never answered the handshake left nothing
+    to keep, and a recording already there is not replaced by nothing."""
+    if proxy.made.initialize is None:
+        kept = "left as it was" if path.exists() else "not written"
+        _say(f"the server never answered the handshake: nothing recorded; {path} {kept}")
+        return
+    save_file(path, {name: proxy.made})
+    _say(f"recorded {len(proxy.made.calls)} call(s) of {name} to {path}")
 
 
 async def _run(proxy: McpProxy, port: int | None) -> bool:

@@ -90,8 +90,9 @@ async def serve_stdio(proxy: McpProxy, stdin: Any = None, stdout: Any = None) ->
         try:
             message = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
+            problem = f"agentbench mcp-proxy: a line that is not JSON ({exc})"
             await write(
-                {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": str(exc)}}
+                {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": problem}}
             )
             return
         task = asyncio.create_task(answer(message))
