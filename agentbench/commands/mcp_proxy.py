@@ -15,14 +15,17 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from agentbench.errors import UsageError
-from agentbench.mcp_proxy.proxy import McpProxy
-from agentbench.mcp_proxy.recording import McpRecording, RecordingError, load_file, save_file
-from agentbench.mcp_proxy.upstream import HttpUpstream, StdioUpstream, Upstream, UpstreamError
-from agentbench.replay.tool_policy import ToolPolicies, ToolPolicy
+
+if TYPE_CHECKING:  # what the command runs is imported when it runs: `--help` stays fast
+    from agentbench.mcp_proxy.proxy import McpProxy
+    from agentbench.mcp_proxy.recording import McpRecording
+    from agentbench.mcp_proxy.upstream import Upstream
+    from agentbench.replay.tool_policy import ToolPolicies
 
 EXIT_OK, EXIT_DIFFERED, EXIT_INFRA = 0, 1, 3
 
@@ -126,6 +129,8 @@ def mcp_proxy(
     """Record, replay or fault an MCP server for any client: put this command where the
     client starts its server (`-- the server's command`), or give clients that take a URL
     --port. Tools, their descriptions and schemas are part of the recording."""
+    from agentbench.replay.tool_policy import ToolPolicies, ToolPolicy
+
     modes = [p for p in (record_path, replay_path, update_path) if p is not None]
     if len(modes) != 1:
         raise UsageError("agentbench mcp-proxy needs one of --record, --replay or --update FILE")
@@ -150,6 +155,8 @@ def mcp_proxy(
 def _upstream(
     command: tuple[str, ...], url: str | None, headers: tuple[str, ...], timeout_s: float
 ) -> Upstream | None:
+    from agentbench.mcp_proxy.upstream import HttpUpstream, StdioUpstream
+
     if command and url:
         raise UsageError("give the real server once: a command after --, or --upstream URL")
     if headers and not url:
@@ -172,6 +179,8 @@ def _upstream(
 def _recorded(
     path: Path | None, server: str | None, command: tuple[str, ...], url: str | None
 ) -> tuple[McpRecording | None, str]:
+    from agentbench.mcp_proxy.recording import RecordingError, load_file
+
     default = server or _name_of(command, url)
     if path is None:
         return None, default
@@ -206,6 +215,8 @@ def _serve(
     *,
     recording: bool,
 ) -> int:
+    from agentbench.mcp_proxy.proxy import McpProxy
+
     proxy = McpProxy(
         name,
         recorded=recorded,
@@ -233,6 +244,8 @@ def _serve(
 def _save(path: Path, name: str, proxy: McpProxy) -> None:
     """Write what the server said; a server that never answered the handshake left nothing
     to keep, and a recording already there is not replaced by nothing."""
+    from agentbench.mcp_proxy.recording import save_file
+
     if proxy.made.initialize is None:
         kept = "left as it was" if path.exists() else "not written"
         _say(f"the server never answered the handshake: nothing recorded; {path} {kept}")
@@ -281,7 +294,9 @@ async def _serve_http(proxy: McpProxy, port: int) -> None:
 
 
 def _update(path: Path, server: str | None, real: Upstream | None, timeout_s: float) -> int:
+    from agentbench.mcp_proxy.recording import RecordingError
     from agentbench.mcp_proxy.snapshots import list_server, update_file
+    from agentbench.mcp_proxy.upstream import UpstreamError
 
     if real is None:
         raise UsageError("--update needs the live server: a command after --, or --upstream URL")
