@@ -360,7 +360,10 @@ def test_a_boundary_targets_mcp_calls_through_the_proxy_carry_the_mcp_attributes
     from agentbench.replay.tool_policy import ToolPolicies
 
     pytest.importorskip("agents" if suite == "openai_agents_mcp" else "fastmcp")
-    target = CallableTarget.of(load_object(f"golden.{suite}.agent:parts_desk"), where="")
+    # By its file: another test of this worker may have left `golden` imported from a checkout
+    # that holds only its own suite.
+    agent = load_object(f"{ROOT / 'golden' / suite / 'agent.py'}:parts_desk")
+    target = CallableTarget.of(agent, where="")
     found: dict[str, dict[str, Any]] = {}
     for case in ("find-a-part", "warehouse-down"):
         cassette = Cassette.load(ROOT / "replays" / suite / f"{case}.yaml")

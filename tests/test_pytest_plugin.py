@@ -107,7 +107,7 @@ def test_shipped_golden_suites_as_pytest_items(pytester: pytest.Pytester) -> Non
     # TypeScript suite's 6, a command, need node and its `npm ci`, else they are skipped.
     node = shutil.which("node") is not None
     typescript = 6 if node and (ROOT / "golden/typescript_agent/node_modules/tsx").is_dir() else 0
-    result.assert_outcomes(passed=99 + typescript, xfailed=25, skipped=6 - typescript)
+    result.assert_outcomes(passed=105 + typescript, xfailed=25, skipped=6 - typescript)
 
 
 def test_a_suite_whose_framework_is_missing_is_skipped_as_items(pytester: pytest.Pytester) -> None:
