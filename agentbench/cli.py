@@ -11,7 +11,6 @@ import sys
 import click
 
 from agentbench._version import __version__
-from agentbench.commands.bisect import bisect_command
 from agentbench.commands.boundary import (
     DEBUG_ENV,
     DEBUG_FLAG,
@@ -20,20 +19,7 @@ from agentbench.commands.boundary import (
     unexpected,
 )
 from agentbench.commands.boundary import report as report_error
-from agentbench.commands.gate import gate
-from agentbench.commands.history import history
-from agentbench.commands.mcp_proxy import mcp_proxy
-from agentbench.commands.merge import merge
-from agentbench.commands.otel import export_otel, import_otel
-from agentbench.commands.promote import promote
-from agentbench.commands.proxy import proxy
-from agentbench.commands.replay import diff, replay
-from agentbench.commands.report import report
-from agentbench.commands.run import run as run_command
-from agentbench.commands.schema import schema
-from agentbench.commands.serve import serve
-from agentbench.commands.tools import tools
-from agentbench.commands.traces import traces
+from agentbench.commands.lazy_group import LazyCommand, LazyGroup
 from agentbench.errors import AgentbenchError, Interrupted, UsageError
 from agentbench.terminal import escaping_output
 
@@ -41,7 +27,64 @@ EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C ended
 
 
+# Every command, imported only when it runs (`commands.lazy_group`): its module and the line
+# `agentbench --help` lists it with.
+COMMANDS = {
+    "bisect": LazyCommand(
+        "agentbench.commands.bisect:bisect_command",
+        "Find the commit where a case began to fail.",
+    ),
+    "diff": LazyCommand(
+        "agentbench.commands.replay:diff", "Compare two stored runs, or two evals."
+    ),
+    "gate": LazyCommand(
+        "agentbench.commands.gate:gate", "Gate a stored eval as `agentbench run` would."
+    ),
+    "history": LazyCommand(
+        "agentbench.commands.history:history",
+        "Pass rate, cost and latency per eval along git history.",
+    ),
+    "mcp-proxy": LazyCommand(
+        "agentbench.commands.mcp_proxy:mcp_proxy",
+        "Record, replay or fault an MCP server for any client.",
+    ),
+    "merge": LazyCommand(
+        "agentbench.commands.merge:merge", "Merge store files (shards) into one store."
+    ),
+    "promote": LazyCommand(
+        "agentbench.commands.promote:promote", "Turn a stored run into a golden case."
+    ),
+    "proxy": LazyCommand(
+        "agentbench.commands.proxy:proxy",
+        "Record or replay any agent's model calls at a local base URL.",
+    ),
+    "replay": LazyCommand(
+        "agentbench.commands.replay:replay",
+        "Replay a stored run or a cassette against the current code.",
+    ),
+    "report": LazyCommand("agentbench.commands.report:report", "Write the HTML report of an eval."),
+    "run": LazyCommand(
+        "agentbench.commands.run:run",
+        "Run golden suites and gate on the results.",
+    ),
+    "schema": LazyCommand(
+        "agentbench.commands.schema:schema",
+        "Write the JSON schemas of suite and case files.",
+    ),
+    "serve": LazyCommand(
+        "agentbench.commands.serve:serve", "Serve agents over HTTP, recording every run."
+    ),
+    "tools": LazyCommand("agentbench.commands.tools:tools", "Inspect the tools of an agent."),
+    "traces": LazyCommand(
+        "agentbench.commands.traces:traces",
+        "Recorded runs: list, show, query with SQL, export and import.",
+    ),
+}
+
+
 @click.group(
+    cls=LazyGroup,
+    lazy=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog="""\b
 Examples:
@@ -59,25 +102,6 @@ Examples:
 )
 def cli(debug: bool) -> None:
     """agentbench: run agents, record them as traces, replay and score them."""
-
-
-cli.add_command(run_command)
-cli.add_command(traces)
-traces.add_command(export_otel)
-traces.add_command(import_otel)
-cli.add_command(replay)
-cli.add_command(diff)
-cli.add_command(promote)
-cli.add_command(schema)
-cli.add_command(report)
-cli.add_command(history)
-cli.add_command(bisect_command)
-cli.add_command(serve)
-cli.add_command(merge)
-cli.add_command(gate)
-cli.add_command(tools)
-cli.add_command(proxy)
-cli.add_command(mcp_proxy)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +146,7 @@ def _run(invocation: Invocation) -> int:
     except Exception as exc:
         if user_interrupted(exc):  # a Ctrl-C that Python wrapped (one inside a class's creation)
             return report_error(invocation, exc, "interrupted", EXIT_INTERRUPTED, "interrupted")
-        command = invocation.command(set(cli.commands))
+        command = invocation.command(set(cli.list_commands(None)))
         line = disk_fault(command, exc)
         if line is not None:
             return report_error(invocation, exc, line, EXIT_INFRA, "infrastructure")

@@ -43,7 +43,9 @@ def commands(
 ) -> Iterator[tuple[tuple[str, ...], click.Command]]:
     """Every command under `group` (the group itself first), with the words that invoke it."""
     yield path, group
-    for name, command in sorted(group.commands.items()):
+    for name in group.list_commands(None):  # type: ignore[arg-type]
+        command = group.get_command(None, name)  # type: ignore[arg-type]
+        assert command is not None, name
         if isinstance(command, click.Group):
             yield from commands(command, (*path, name))
         else:

@@ -44,7 +44,8 @@ def build_site(out: Path) -> None:
 
 def command_paths(group: click.Group, prefix: str = "agentbench") -> list[str]:
     paths = []
-    for name, command in sorted(group.commands.items()):
+    for name in group.list_commands(None):  # type: ignore[arg-type]
+        command = group.get_command(None, name)  # type: ignore[arg-type]
         path = f"{prefix}-{name}"
         paths.append(path)
         if isinstance(command, click.Group):

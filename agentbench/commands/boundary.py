@@ -21,11 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-import duckdb
 import orjson
 
 from agentbench.errors import one_line
-from agentbench.trace.storage.faults import fault_errno, file_of
 
 DEBUG_FLAG = "--debug"
 DEBUG_ENV = "AGENTBENCH_DEBUG"
@@ -116,8 +114,13 @@ _DISK_SAYS = {
 def disk_fault(command: str, exc: BaseException) -> str | None:
     """The one line for a file the disk refused outside the store (a report, a cassette, an
     export DuckDB writes): not a bug, so no traceback hint. None if `exc` is not that."""
-    if not isinstance(exc, OSError | duckdb.Error):
+    # A DuckDB error can only come from a command that loaded DuckDB: one that did not is not
+    # made to load it here.
+    duckdb = sys.modules.get("duckdb")
+    if not isinstance(exc, (OSError, duckdb.Error) if duckdb is not None else OSError):
         return None
+    from agentbench.trace.storage.faults import fault_errno, file_of
+
     code = fault_errno(exc)
     if code is None:
         return None

@@ -20,6 +20,7 @@ import click
 import orjson
 
 from agentbench.commands import render
+from agentbench.commands.lazy_group import LazyCommand, LazyGroup
 from agentbench.errors import UsageError
 from agentbench.runtime.events import StopReason
 from agentbench.trace.code_version import find_work_tree
@@ -101,6 +102,18 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 @click.group(
     "traces",
+    cls=LazyGroup,
+    # commands.otel reads this module's store options: imported when one of them runs.
+    lazy={
+        "export-otel": LazyCommand(
+            "agentbench.commands.otel:export_otel",
+            "Write stored runs as OpenTelemetry GenAI spans in OTLP/JSON.",
+        ),
+        "import-otel": LazyCommand(
+            "agentbench.commands.otel:import_otel",
+            "Store the GenAI spans in OTLP files (or folders of them).",
+        ),
+    },
     epilog="""\b
 Examples:
   agentbench traces list --since 2h
