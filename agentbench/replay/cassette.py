@@ -61,7 +61,15 @@ from agentbench.yaml_source import (
     read_source,
 )
 
-CASSETTE_FORMAT = 1
+CASSETTE_FORMAT = 2  # 2: a request may keep its messages as a tail after another's (below)
+# A request whose first messages are another request's keeps only the rest, and says whose:
+# `"agentbench_prefix": [N, K]` — the first K messages of interaction N (1-based, earlier),
+# as that one has them when read. Each request repeats the whole conversation before it, so
+# a cassette kept them all grew with the square of the session's length (123 MB at 1,000
+# steps); this way each message is written once. The body stays JSON in vcrpy's format.
+PREFIX_KEY = "agentbench_prefix"
+_PREFIX_CANDIDATES = 8  # the earlier requests looked at for the longest shared beginning
+_MIN_PREFIX = 2  # fewer shared messages than this are written out
 # vcrpy's own file format (`version:` at the top, vcr/serialize.py): 1 since vcrpy 1.0. A file
 # of another version may keep its calls elsewhere; read as version 1 it would replay nothing.
 VCR_FORMAT_VERSIONS = (1,)
@@ -284,6 +292,7 @@ class Cassette:
             _interaction(path, number, request, response)
             for number, (request, response) in enumerate(zip(requests, responses, strict=True), 1)
         ]
+        _expand(path, interactions)
         return cls(interactions, metadata, path)
 
     def save(self, path: str | Path | None = None, *, redactor: Redactor | None = None) -> Path:
@@ -327,8 +336,12 @@ class Cassette:
     ) -> tuple[list[Request], list[dict[str, Any]], dict[str, Any]]:
         """The requests, responses and metadata as written: every value redacted."""
         requests, responses = [], []
+        written: list[list[Any]] = []  # each request's messages, as the session has them
         for interaction in self.interactions:
-            body = wire_json(redactor.value(interaction.request))
+            request = interaction.request
+            messages = request.get("messages")
+            written.append(messages if isinstance(messages, list) else [])
+            body = wire_json(_tail_of(request, written, redactor))
             requests.append(Request("POST", interaction.uri, body, {"content-type": _JSON}))
             responses.append(_response_dict(interaction, redactor))
         metadata = redactor.value({**self.metadata, "agentbench": _keyed_steps(info, redactor)})
@@ -347,6 +360,74 @@ class Cassette:
 
     def requests(self) -> Iterable[dict[str, Any]]:
         return (interaction.request for interaction in self.interactions)
+
+
+def _tail_of(request: dict[str, Any], written: list[list[Any]], redactor: Redactor) -> Any:
+    """The request as written (redacted): its messages after the longest beginning it shares
+    with one of the few requests before it, or whole when it shares little."""
+    messages = written[-1]
+    number, shared = _longest_prefix(messages, written)
+    if shared < _MIN_PREFIX:
+        return redactor.value(request)
+    body: dict[str, Any] = {}
+    for key, value in request.items():
+        if key == "messages":
+            body["messages"] = redactor.value(messages[shared:])
+            body[PREFIX_KEY] = [number, shared]
+        else:
+            body[key] = redactor.value(value)
+    return body
+
+
+def _longest_prefix(messages: list[Any], written: list[list[Any]]) -> tuple[int, int]:
+    """(interaction number, shared count) of the earlier request whose messages begin this
+    one's the longest way (the latest on a tie); (0, 0) when none does."""
+    best = (0, 0)
+    last = len(written) - 1
+    for index in range(last - 1, max(-1, last - 1 - _PREFIX_CANDIDATES), -1):
+        earlier = written[index]
+        limit = min(len(earlier), len(messages))
+        shared = 0
+        while shared < limit and (
+            earlier[shared] is messages[shared] or earlier[shared] == messages[shared]
+        ):
+            shared += 1
+        if shared > best[1]:
+            best = (index + 1, shared)
+        if shared == limit == len(earlier):
+            break  # the whole earlier conversation: nothing before it shares more
+    return best
+
+
+def _expand(path: Path, interactions: list[Interaction]) -> None:
+    """Give each request kept as a tail the messages it shares with an earlier one (the
+    same message objects: a long session's requests take no memory per repeated message)."""
+    for number, interaction in enumerate(interactions, 1):
+        request = interaction.request
+        prefix = request.get(PREFIX_KEY)
+        if prefix is None:
+            continue
+        if (
+            not isinstance(prefix, list)
+            or len(prefix) != 2
+            or not all(type(n) is int for n in prefix)
+            or not 1 <= prefix[0] < number
+        ):
+            raise CassetteError(
+                f"{path}: interaction {number}: {PREFIX_KEY} must be [an earlier "
+                f"interaction's number, how many of its messages]; got {prefix!r}"
+            )
+        earlier = interactions[prefix[0] - 1].request["messages"]
+        if not 0 <= prefix[1] <= len(earlier):
+            raise CassetteError(
+                f"{path}: interaction {number}: {PREFIX_KEY} asks for {prefix[1]} messages of "
+                f"interaction {prefix[0]}, which has {len(earlier)}"
+            )
+        interaction.request = {
+            key: ([*earlier[: prefix[1]], *value] if key == "messages" else value)
+            for key, value in request.items()
+            if key != PREFIX_KEY
+        }
 
 
 def _response_dict(interaction: Interaction, redactor: Redactor) -> dict[str, Any]:
