@@ -30,6 +30,11 @@ all, every way in turn), the session is replayed four ways:
   the runs' events are encoded here and stored by a child process, whose CPU is printed on a
   line of its own).
 
+Agent settings: the openai clients are made with `max_retries=0` (a failed call fails at once),
+otherwise with the SDK's defaults; the pydantic-ai agent has its defaults but for
+`UsageLimits(request_limit=None)`, since its default limit of 50 requests a run would stop a
+100-call session.
+
 Printed per agent and length: wall and CPU microseconds per model call (CPU of this process,
 all its threads; medians over the rounds), and each way's CPU ratio to the floor (the median
 of the rounds' ratios, and their range), then agentbench's replay over the bare hop

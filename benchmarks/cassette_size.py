@@ -3,10 +3,10 @@
     python benchmarks/cassette_size.py [--steps 10,100,1000] [--quick]
 
 An agent with the runtime's default settings (`Agent(name=..., tools=[lookup])`: no state
-summary, the default brakes raised so a long session runs to its end) is recorded through
-the real record path (`record_session`: the recording model, the cassette writer and its
-redactor) for sessions of STEPS tool-calling steps, each step one `lookup` call and its
-result, then the final answer. Printed per length:
+summary) but for `Limits(max_iterations=steps + 1, timeout_s=None)`, raised so a long session
+runs to its end, is recorded through the real record path (`record_session`: the recording
+model, the cassette writer and its redactor) for sessions of STEPS tool-calling steps, each
+step one `lookup` call and its result, then the final answer. Printed per length:
 
 * bytes per step of the cassette file, and its ratio to the floor: the bytes of what is new
   in each step (the step's model answer and tool message as JSON), which any recording must

@@ -19,6 +19,8 @@ baseline with `--baseline EVAL --json`, the file is restored, and the comparison
 
 Also printed: how many were caught at the right step whatever the class named there.
 
+Agent settings: each suite's agent as its suite defines it; only a mutation changes one.
+
 `--suite NAME` runs only those suites of `golden/` (every one by default): a quicker check of
 the mutations that touch them; a chosen mutation expected to flag a case of another suite is
 refused (exit 2), since it could only be missed.

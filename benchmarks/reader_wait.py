@@ -9,6 +9,9 @@ the store the way `traces list` does — a fresh `TraceStore`, `runs(limit=20)` 
 p99 and max of those reads, their ratio to the same reads of the same store with no writer
 (the baseline, measured first in the same run), and how many runs the writers stored
 meanwhile (a fair reader must not stop the writers).
+
+Agent settings: the runtime's defaults, for the writers' agent (`Agent(name="shop",
+tools=[lookup])`) and the one that seeds the baseline's store (`Agent(name="seed")`).
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ medians of several invocations) and where the recorded run's extra CPU went: the
 (the recorder, the journal, the flush) and the other threads (the ingest thread's DuckDB
 work; sync tools run on worker threads in both).
 
+Agent settings: the runtime's defaults, but for `Limits(max_iterations=40)`, so a run of up to
+40 model calls (`--calls`) is not stopped at the default of 8.
+
 Only APIs that exist before and after the performance work are used, so the same script
 measures both (`PYTHONPATH=/tmp/before python benchmarks/recording_cost.py`). No timings are
 asserted anywhere; machines here are shared and noisy.

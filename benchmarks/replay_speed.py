@@ -31,6 +31,10 @@ over the session, each served exactly as in sequence, and the mean is scaled to 
 an estimate (for vcrpy, whose cost grows with the square of the index, a few samples
 overstate it by up to a fifth — beside a gap of four orders of magnitude).
 
+Agent settings: the runtime's defaults, but for `Limits(max_iterations=steps + 1,
+repeat_warn_at=steps + 2, repeat_stop_at=steps + 3)`, raised past the session's length so
+every session runs to its end.
+
 Printed per length: wall and CPU microseconds per model call for each (CPU is the whole
 process's, all threads, so it leaves out time spent waiting for a thread or for a core on a
 busy machine), and the ratios agentbench/floors and sdk/agentbench. Runs against the code
@@ -99,7 +103,6 @@ def agent(steps: int, step: Tool = STEP) -> Agent:
         name="bench",
         instructions=INSTRUCTIONS,
         tools=[step],
-        state_summary=False,
         limits=Limits(max_iterations=steps + 1, repeat_warn_at=steps + 2, repeat_stop_at=steps + 3),
     )
 

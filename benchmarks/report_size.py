@@ -12,6 +12,8 @@ expanding one case takes, and how long re-sorting the table by a column takes â€
 of five loads. The ratios against the baseline should stay near the case ratio
 (linear) for bytes and rendering, and well under it for opening, since case details are JSON
 built into DOM only on expansion.
+
+Agent settings: the runtime's defaults (`Agent(name=..., instructions=..., tools=[lookup])`).
 """
 
 from __future__ import annotations

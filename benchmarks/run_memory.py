@@ -11,6 +11,9 @@ run made and, with the `RunResult` still held (its events, the model's recorded 
 RSS taken again. Printed per run: RSS growth, peak RSS growth, bytes per step, the growth's
 ratio to the shortest length's next to the ratio of the lengths (linear memory: the two
 match), seconds per step, and — in a second process under tracemalloc — the traced peak.
+Agent settings: the runtime's defaults, but for `Limits(max_iterations=steps + 1,
+repeat_warn_at=steps + 2, repeat_stop_at=steps + 3, timeout_s=None)`: raised past the run's
+length, and no time limit, so the longest run (slower still under tracemalloc) runs to its end.
 `--top N` lists the N source lines that allocated most of what the run kept. Reading it:
 `<made X>` and `<packed X>` lines are the run's events as its `EventLog` keeps them
 (`runtime/packed.py`); a line of 120-byte blocks at an unlikely place (uuid, a tool's call) is
@@ -57,7 +60,6 @@ def agent(steps: int) -> Agent:
         name="bench",
         instructions="Look items up, one at a time, then answer.",
         tools=[lookup],
-        state_summary=False,
         limits=Limits(
             max_iterations=steps + 1,
             repeat_warn_at=steps + 2,

@@ -3,7 +3,8 @@
     python benchmarks/scale.py [--cases 1000,10000] [--shards 4] [--no-ray] [--work DIR]
 
 The suite is `suite_scale.py`'s (six model calls a case: five tool calls over two tools,
-then the answer), recorded once under --work and replayed by every configuration:
+then the answer; its agent, `warehouse`, has the runtime's default settings), recorded once
+under --work and replayed by every configuration:
 
 * local — `agentbench run SUITE --no-report` in one process (the parsed-cassette cache warm);
 * shards — `--shard K/N` for every K at once, N processes into N stores, then `agentbench

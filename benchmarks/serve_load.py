@@ -15,6 +15,9 @@ concurrent clients, REQUESTS requests are made:
   start it, in its own process on 127.0.0.1 (`--concurrency` set to the number of clients,
   so no request waits for a slot: the overhead, not the queue).
 
+Agent settings: the runtime's defaults (a name, instructions, the tool and the scripted
+model), the same agent in-process and served.
+
 Printed per row: requests/s, p50 and p99 latency in ms, and served/in-process ratios; for the
 served side also the requests that failed (an exception or a wrong answer) and how many runs
 the store holds afterwards, each under the caller that made it. Both sides share this

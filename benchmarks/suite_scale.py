@@ -11,6 +11,9 @@ against agentbench's OpenAI-compatible server on 127.0.0.1, as `scripts/record_g
 does — and kept under --work (re-recorded only when missing), so a before/after pair of runs
 replays the very same files.
 
+Agent settings: the generated suite's agent (`warehouse`: a long system prompt, two tools) has
+the runtime's defaults; a case's six model calls stay under the default `max_iterations` of 8.
+
 What is timed is `agentbench run SUITE` (replay) in a fresh process with a fresh trace store:
 load, replay, score, store and the HTML report, exactly as the CLI writes them. "Cold" runs
 start with an empty parsed-cassette cache (the first run on a machine); the others with the

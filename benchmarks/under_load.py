@@ -11,7 +11,7 @@ processes, `--hog-factor` times the cores — and the unchanged suites run `--ru
 the local executor and once with `--executor ray`, each against that baseline. Printed per
 run: the exit code, every verdict change (a case whose status or comparison kind differs from
 the baseline's, with the reasons) and every suite error; then the totals. The target is none
-of either.
+of either. Agent settings: each suite's agent as its suite defines it, unchanged.
 
 It is a measurement: the exit code is 0 whatever it finds, 2 for a bad option, 3 when the
 baseline itself cannot be recorded (nothing could be measured). The hog's processes end with
