@@ -1,17 +1,17 @@
 """HTML report weight and speed: a 2,000-case eval against a 200-case baseline.
 
-    python benchmarks/report_size.py [--cases 2000] [--baseline 200]
+    python benchmarks/report_size.py [--cases 2000] [--baseline 200] [--calls 2]
 
-Both evals are real: every case is a run of a small tool-calling agent (model call, tool call,
-final answer) through `Runner` into a `TraceStore`, scored trials written with
-`results_store`. For each eval it prints the report's bytes, the seconds `render_report`
-takes (reading the store included), and — when Chromium and chromium-driver are installed —
-the page's open time in headless Chromium (navigation start to the load event, which includes
-the script sorting every row failing-first and building the first page of them), how long
-expanding one case takes, and how long re-sorting the table by a column takes — each the median
-of five loads. The ratios against the baseline should stay near the case ratio
-(linear) for bytes and rendering, and well under it for opening, since case details are JSON
-built into DOM only on expansion.
+Both evals are real: every case is a run of a small tool-calling agent (CALLS model calls:
+CALLS - 1 tool calls, then the final answer; 2 by default) through `Runner` into a
+`TraceStore`, scored trials written with `results_store`. For each eval it prints the report's
+bytes, the seconds `render_report` takes (reading the store included), and — when Chromium and
+chromium-driver are installed — the page's open time in headless Chromium (navigation start to
+the load event, which includes the script sorting every row failing-first and building the
+first page of them), how long expanding one case takes, and how long re-sorting the table by a
+column takes — each the median of five loads. The ratios against the baseline should stay near
+the case ratio (linear) for bytes and rendering, and well under it for opening, since case
+details are JSON built into DOM only on expansion.
 
 Agent settings: the runtime's defaults (`Agent(name=..., instructions=..., tools=[lookup])`).
 """
@@ -50,16 +50,15 @@ def lookup(order_id: str) -> dict[str, Any]:
 AGENT = Agent(name="orders", instructions="Answer questions about orders.", tools=[lookup])
 
 
-async def record(store: TraceStore, eval_id: str, cases: int) -> None:
+async def record(store: TraceStore, eval_id: str, cases: int, calls: int = 2) -> None:
     run = EvalRun(eval_id, code_version="benchmark")
     suites = [SuiteStub(name) for name in SUITES]
     results_store.start_eval(store, run, suites, HarnessOptions())
     for index in range(cases):
         case_id = f"case-{index:05d}"
         labelled = store.with_labels(eval_id=eval_id, case_id=case_id, trial=1)
-        model = ScriptedModel(
-            [ToolCall("lookup", {"order_id": f"A{index}"}), f"Order A{index} has shipped."]
-        )
+        lookups = [ToolCall("lookup", {"order_id": f"A{index}-{n}"}) for n in range(calls - 1)]
+        model = ScriptedModel([*lookups, f"Order A{index} has shipped."])
         result = await Runner.run(AGENT, f"Where is order A{index}?", model=model, store=labelled)
         passed = index % 7 != 0
         outcome = TrialOutcome(
@@ -165,13 +164,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--baseline", type=int, default=200)
+    parser.add_argument(
+        "--calls", type=int, default=2, help="model calls a case: CALLS-1 lookups, then the answer"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         store = TraceStore(Path(folder) / "traces.duckdb")
         results = {}
         for cases in (args.baseline, args.cases):
             started = time.perf_counter()
-            asyncio.run(record(store, f"eval_{cases}", cases))
+            asyncio.run(record(store, f"eval_{cases}", cases, args.calls))
             print(f"recorded {cases:,} cases in {time.perf_counter() - started:.1f} s")
             results[cases] = measure(store, f"eval_{cases}", Path(folder) / "reports")
         store.close()
