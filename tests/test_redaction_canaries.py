@@ -36,6 +36,7 @@ import pytest
 
 from agentbench import ToolCall
 from agentbench.cli import main
+from agentbench.report.packing import report_details
 from agentbench.testing import OpenAICompatibleServer
 from agentbench.trace.redaction.secret_forms import spellings
 
@@ -201,6 +202,11 @@ def parquet_cells(path: Path) -> bytes:
         return text_cells(conn, f"SELECT * FROM read_parquet('{path}')")
 
 
+def html_details(path: Path) -> bytes:
+    """A report page's case details, unpacked (nothing for a page without them)."""
+    return (report_details(path.read_text(encoding="utf-8")) or "").encode()
+
+
 def files_under(folder: Path, inputs: set[Path]) -> Iterator[Path]:
     for path in sorted(folder.rglob("*")):
         if path.is_file() and path not in inputs:
@@ -318,6 +324,9 @@ def test_no_canary_reaches_any_byte_written(
     if os.environ["AGENTBENCH_RECORDING_PROCESS"] == "0":
         assert any(MARKER.encode() in blob for blob in planted)  # a journal held the run
     assert MARKER.encode() in promoted.read_bytes() and MARKER.encode() in spans.read_bytes()
+    # A report's case details are read unpacked: the run's data is in them.
+    pages = [p for p in files if p.suffix == ".html"]
+    assert any(MARKER.encode() in html_details(p) for p in pages)
     leaks = {where: names for where, names in scanned.items() if names}
     print(
         f"canaries: {len(CANARIES)} planted, {len(files)} files scanned "
@@ -342,6 +351,8 @@ def scan(
             scanned[f"{path} (cells)"] = found_in(store_cells(path))
         elif path.suffix == ".parquet":
             scanned[f"{path} (cells)"] = found_in(parquet_cells(path))
+        elif path.suffix == ".html":  # a report's case details travel deflated: unpacked
+            scanned[f"{path} (details)"] = found_in(html_details(path))
     scanned["journals and every other os.write"] = found_in(b"".join(planted))
     scanned["console"] = found_in(printed.encode())
     scanned["log"] = found_in(log.encode())
@@ -353,4 +364,6 @@ def count_of(secret: str, path: Path) -> int:
     blob = path.read_bytes()
     if path.suffix == ".duckdb":
         blob += store_cells(path)
+    elif path.suffix == ".html":
+        blob += html_details(path)
     return sum(blob.count(form.encode()) for form in spellings([secret]))

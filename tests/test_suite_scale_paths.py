@@ -18,6 +18,7 @@ from agentbench.report import html as report_html
 from agentbench.report import render_report, write_report
 from agentbench.report.embed import script_json
 from agentbench.report.loading import load_eval, trial_runs
+from agentbench.report.packing import report_details
 from agentbench.report.page import eval_context, page_context
 from agentbench.report.timeline import trial_detail
 from agentbench.trace.redaction.redactor import Redactor
@@ -59,6 +60,14 @@ def test_trial_runs_are_the_runs_load_eval_matches(tmp_path: Path, batch: int) -
         store.close()
 
 
+def unpacked(page: str) -> str:
+    """The page with its packed case details in their JSON text, as `eval_context` has them."""
+    start = page.index('id="case-data"')
+    start = page.index(">", start) + 1
+    end = page.index("</script>", start)
+    return page[:start] + (report_details(page) or "") + page[end:]
+
+
 def test_the_page_written_in_pieces_is_the_page_made_whole(tmp_path: Path) -> None:
     # The whole page, redacted as one document (as reports were made), against the page
     # made and redacted piece by piece — written to a file, or returned as text.
@@ -74,10 +83,11 @@ def test_the_page_written_in_pieces_is_the_page_made_whole(tmp_path: Path) -> No
             comparison=None,
             **{**eval_context(data), **page_context(data, None, gate)},
         )
-        assert render_report(store, "eval_x", gate=gate) == whole
-        assert render_report(store, "eval_x") == whole  # the same verdict, found by itself
+        # The details travel deflated: unpacked, they are the text the whole page holds.
+        assert unpacked(render_report(store, "eval_x", gate=gate)) == whole
+        assert unpacked(render_report(store, "eval_x")) == whole  # the verdict found alone
         path = write_report(store, "eval_x", tmp_path / "reports", gate=gate)
-        assert path.read_text(encoding="utf-8") == whole
+        assert unpacked(path.read_text(encoding="utf-8")) == whole
         assert [p.name for p in path.parent.iterdir()] == ["index.html"]
     finally:
         store.close()

@@ -37,6 +37,7 @@ from agentbench.evals.comparing.own_verdict import own_verdict
 from agentbench.report.comparison import comparison_view
 from agentbench.report.embed import content_security_policy
 from agentbench.report.loading import load_eval, trial_runs
+from agentbench.report.packing import packed
 from agentbench.report.page import detail_texts, page_context
 from agentbench.trace.redaction.redactor import Redactor
 from agentbench.trace.redaction.rules import RedactionRules
@@ -85,9 +86,11 @@ def environment() -> Environment:
 def _assets() -> tuple[str, str]:
     folder = resources.files(_PACKAGE) / "templates"
     css = (folder / "report.css").read_text(encoding="utf-8")
-    js = (folder / "report.js").read_text(encoding="utf-8")
+    js = "\n".join(
+        (folder / name).read_text(encoding="utf-8") for name in ("inflate.js", "report.js")
+    )
     if "</" in js or "</" in css:  # would end the inline <script>/<style> early
-        raise ValueError("report.js and report.css must not contain '</'")
+        raise ValueError("the report's scripts and report.css must not contain '</'")
     return css, js
 
 
@@ -127,8 +130,8 @@ def _page_pieces(
     del before
     yield head
     del head
-    for piece in details:
-        yield redactor.document(piece)
+    # Redacted first, then packed: every byte of them has passed the redactor.
+    yield from packed(redactor.document(piece) for piece in details)
     yield _with_code(redactor.document(after), stand_ins)
 
 
