@@ -369,13 +369,13 @@ def _tail_of(request: dict[str, Any], written: list[list[Any]], redactor: Redact
     number, shared = _longest_prefix(messages, written)
     if shared < _MIN_PREFIX:
         return redactor.value(request)
+    # Redacted as one request, as a whole one is (a value is masked by its key's name too).
+    scrubbed = redactor.value({**request, "messages": messages[shared:]})
     body: dict[str, Any] = {}
-    for key, value in request.items():
+    for key, value in scrubbed.items():
+        body[key] = value
         if key == "messages":
-            body["messages"] = redactor.value(messages[shared:])
             body[PREFIX_KEY] = [number, shared]
-        else:
-            body[key] = redactor.value(value)
     return body
 
 
