@@ -5,11 +5,14 @@ hook that turns events into rows, `RedactionRules` what counts as a secret. The 
 package is implementation and may move.
 """
 
+# Imported now, not on first use: the function shares its module's name, and the module, once
+# imported, would be what `agentbench.trace.code_version` finds. It costs a few milliseconds.
+from agentbench.trace.code_version import code_version
+
 # Each public name and the module it lives in, imported on first use (PEP 562): a command
 # that reaches one small module of the package (`trace.storage.faults`, say) does not pay
 # for the recorder, the schema and DuckDB's store, about a fifth of a second of imports.
 _HOMES = {
-    "code_version": "agentbench.trace.code_version",
     "RunNotFoundError": "agentbench.trace.errors",
     "StorageFaultError": "agentbench.trace.errors",
     "StoreBusyError": "agentbench.trace.errors",
