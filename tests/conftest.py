@@ -8,6 +8,7 @@ pytest-xdist workers, one per core: what a test writes lives under its own tmp_p
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import ipaddress
 import socket
@@ -17,6 +18,13 @@ import pytest
 
 # The module, not the function `agentbench.trace` re-exports under the same name.
 code_version_module = importlib.import_module("agentbench.trace.code_version")
+
+# The mcp SDK takes `sys.stderr` as `stdio_client`'s default errlog when it is first imported,
+# and the OpenAI Agents SDK's stdio MCP client (golden/openai_agents_mcp) uses that default.
+# Imported here it is the session's stream, open to the end; imported in a test, it would be
+# that test's capsys or capfd stream, closed (or without a descriptor) for every later test.
+with contextlib.suppress(ImportError):  # without the `mcp` extra its suites are skipped
+    importlib.import_module("mcp.client.stdio")
 
 _real_connect = socket.socket.connect
 

@@ -208,12 +208,10 @@ def test_an_invalid_suite_is_reported_and_the_others_still_run(
     assert "pass rate 100.0%" in captured.out
 
 
-def test_shipped_golden_suites_replay_offline(tmp_path: Path, capfd) -> None:
+def test_shipped_golden_suites_replay_offline(tmp_path: Path, capsys) -> None:
     """The main command: every shipped case replays from its cassette, no network, no key."""
-    # capfd, not capsys: the Agents SDK's stdio MCP client hands the server process
-    # sys.stderr, which must be a file with a descriptor (as a terminal's is).
     code = run(str(ROOT / "golden"), db=tmp_path / "g.duckdb")
-    out = capfd.readouterr().out
+    out = capsys.readouterr().out
     assert code == 0, out
     assert "136 cases" in out and "pass rate 100.0%" in out
     assert textwrap.dedent(out).count("expected failures:") == 1
