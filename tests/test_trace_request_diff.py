@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from agentbench import Agent, FunctionModel, Runner, ToolCall, tool
 from agentbench.runtime.events import ModelRequest, ModelResponse, RunFinished, RunStarted
+from agentbench.runtime.message_view import MessageView
 from agentbench.runtime.models import ChatResponse, Usage
 from agentbench.trace import TraceStore, request_hash
 from agentbench.trace.recorder import TraceRecorder
@@ -260,3 +261,73 @@ def test_the_position_index_finds_what_a_search_of_the_messages_finds(
                 assert chain.position(part, at_or_after) == _brute_position(
                     parts, part, at_or_after
                 )
+
+
+def growing_run(seed: int, steps: int = 90) -> list[dict[str, Any]]:
+    """Requests as the runtime makes them: `MessageView`s on one conversation list that
+    only grows, the system message mostly the same object, sometimes re-rendered; now and
+    then a secret in a message, a parameter changed, or memory replacing the list."""
+    rng = random.Random(seed)
+    system: dict[str, Any] | None = {"role": "system", "content": "You help."}
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": "hello"}]
+    params: dict[str, Any] = {"model": "m", "temperature": 0.0}
+    requests = []
+    for step in range(steps):
+        roll = rng.random()
+        if roll < 0.05:
+            system = {"role": "system", "content": f"You help. Step {step}."}
+        elif roll < 0.08:
+            conversation = [{"role": "user", "content": f"[summary up to {step}]"}]
+        elif roll < 0.11:
+            params["temperature"] = step / 100
+        elif roll < 0.13:
+            params[f"z{step % 2}"] = step  # after "messages" in sorted order
+        for _ in range(rng.randint(0, 3)):
+            content = f"turn {step} " + "x" * rng.randint(0, 30)
+            if rng.random() < 0.1:
+                content += f" key sk-{'A' * 20}{seed}"
+            if rng.random() < 0.05:
+                content = {"nested": [content, step]}  # type: ignore[assignment]
+            conversation.append({"role": rng.choice(["assistant", "tool"]), "content": content})
+        requests.append({**params, "messages": MessageView(system, conversation)})
+    return requests
+
+
+def test_a_growing_conversation_encodes_as_the_general_path_does() -> None:
+    # The runtime's requests (views that only append) take a path that reads only what a step
+    # appended; the same requests as plain lists take the general one, which compares every
+    # message. Both must store the same diffs and hashes, redact the same, and rebuild.
+    let_go = 0  # the most message bytes a chain let go of (see `RequestChain.drop_bytes`)
+    for seed in range(12):
+        views = growing_run(seed)
+        lists = [{**r, "messages": r["messages"].as_list()} for r in views]
+        secret = {"AGENTBENCH_TEST_KEY": f"sk-{'A' * 20}{seed}"}
+        by_view, by_list = Redactor(environ=secret), Redactor(environ=secret)
+        view_chain = list_chain = None
+        previous = None
+        for view_request, list_request in zip(views, lists, strict=True):
+            encoded, view_chain = encode_request(view_chain, view_request, by_view)
+            expected, list_chain = encode_request(list_chain, list_request, by_list)
+            assert encoded == expected
+            previous = apply_diff(previous, encoded.diff)
+            assert request_hash(previous) == encoded.hash
+            assert f"sk-{'A' * 20}{seed}" not in repr(previous)
+            let_go = max(let_go, view_chain.dropped)
+    assert let_go > 0
+
+
+def test_a_chain_used_again_after_a_request_appended_to_it_encodes_its_own_request() -> None:
+    # The next request's chain takes over the lists of the one it was encoded against and
+    # lets go of old messages' bytes in them: used again, that one takes its lists back.
+    system = {"role": "system", "content": "s"}
+    conversation = [{"role": "user", "content": f"m{i}"} for i in range(100)]
+    first, chain = encode_request(None, {"messages": MessageView(system, conversation)}, NO_SECRETS)
+    conversation.append({"role": "assistant", "content": "b"})
+    encode_request(chain, {"messages": MessageView(system, conversation)}, NO_SECRETS)
+    conversation.append({"role": "user", "content": "c"})
+    for _ in range(2):
+        request = {"messages": MessageView({"role": "system", "content": "t"}, conversation)}
+        again, _ = encode_request(chain, request, NO_SECRETS)
+        rebuilt = apply_diff(apply_diff(None, first.diff), again.diff)
+        assert rebuilt == {"messages": request["messages"].as_list()}
+        assert again.hash == request_hash(rebuilt)

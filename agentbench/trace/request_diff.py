@@ -14,7 +14,10 @@ only if it is the same object at the same place and still equals a copy taken th
 message changed in place between steps is still seen as changed (the runtime's
 `MessageView`, whose sent messages never change, needs no such check). A step's work is
 thus its new messages — encoded, redacted, hashed onto the previous hash state — plus
-cheap passes in C over the rest, not the whole conversation again.
+cheap passes in C over the rest, not the whole conversation again; and the runtime's common
+step (a view that only appends, its system message unchanged) not even those: its chain
+extends the previous chain's lists in place (`_encode_appended`), so recording a step costs
+the same at step 10 as at step 10,000.
 
 Such a step (a view extending the last one, its system message the same) never reads the
 bytes of the older messages again, so the chain lets go of them, keeping the last
@@ -28,6 +31,7 @@ then on.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,6 +95,27 @@ class RequestChain:
     # the module's notes). `keeps_bytes`: this run's chain has needed them; it keeps them now.
     dropped: int = 0
     keeps_bytes: bool = False
+    # How many messages this chain's request had: a later chain may have appended to these
+    # lists (`_encode_appended`), which `_own_lists` undoes when this chain is used again.
+    _count: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self._count = len(self.raw)
+
+    def _own_lists(self) -> None:
+        """Make this chain's lists its request's again, if a request encoded against it
+        took them over (a chain used twice: rare, so copying them is fine): cut to its
+        length, with the bytes that request's chain let go of encoded again."""
+        if len(self.raw) == self._count:
+            return
+        count = self._count
+        self.raw, self.snapshots = self.raw[:count], self.snapshots[:count]
+        self.parts, self.stored_parts = self.parts[:count], self.stored_parts[:count]
+        self.messages = self.messages[:count]
+        self._positions = None
+        if self.dropped or None in self.parts:
+            _restore(self.parts, self.stored_parts, self.raw, self.messages, self.snapshots)
+            self.dropped = 0
 
     def drop_bytes(self) -> None:
         """Let go of the bytes of all but the first and the last `_KEPT_BYTES` messages."""
@@ -203,44 +228,21 @@ def encode_request(
 ) -> tuple[EncodedRequest, RequestChain]:
     """The diff of `request` against `chain` (None: the run's first), and the new chain."""
     previous = chain or RequestChain()
+    previous._own_lists()
     sent = request.get("messages")
     view = sent if isinstance(sent, MessageView) else None
+    request_params = _ParamsDiff(previous, request, redactor)
+    if view is not None and _only_appends(previous, view, request_params):
+        return _encode_appended(previous, view, request_params, redactor)
     raw_messages = view.as_list() if view is not None else list(sent or [])
     builder = _MessagesDiff(previous, raw_messages, redactor, view)
     builder.build()
-
-    param_parts: dict[str, bytes] = {}
-    params: dict[str, Any] = {}
-    stored_param_parts: dict[str, bytes] = {}
-    changed: dict[str, Any] = {}
-    for key, value in request.items():
-        if key == "messages":
-            continue
-        part = canonical(value)
-        param_parts[key] = part
-        if previous.param_parts.get(key) == part:
-            params[key] = previous.params[key]
-            stored_param_parts[key] = previous.stored_param_parts[key]
-        else:
-            # As for a message (`_MessagesDiff._new_message`): with nothing in it to mask,
-            # its redacted form is its copy and its stored bytes are its raw ones.
-            copied = _snapshot(value)
-            if type(copied) is not _Opaque and redactor.clean(part):
-                params[key] = changed[key] = copied
-                stored_param_parts[key] = part
-            else:
-                params[key] = changed[key] = redactor.value(value)
-                stored_param_parts[key] = canonical(params[key])
-    removed = [key for key in previous.param_parts if key not in param_parts]
-    order = list(request.keys())
-
+    param_parts = request_params.parts
+    params = request_params.params
+    stored_param_parts = request_params.stored_parts
+    order = request_params.order
     diff: dict[str, Any] = {"messages": builder.ops, "n": len(raw_messages)}
-    if changed:
-        diff["set"] = changed
-    if removed:
-        diff["unset"] = removed
-    if order != previous.order:
-        diff["order"] = order
+    request_params.describe(diff)
     digest, head, hasher = _assembled_hash(
         order, builder.stored_parts, stored_param_parts, previous, builder.ops, builder.restore
     )
@@ -270,6 +272,151 @@ def encode_request(
     )
     if builder.appends_only:
         chain.drop_bytes()
+    return encoded, chain
+
+
+class _ParamsDiff:
+    """A request's parameters (all but its messages) against the previous request's."""
+
+    def __init__(self, previous: RequestChain, request: dict[str, Any], redactor: Redactor):
+        self.parts: dict[str, bytes] = {}
+        self.params: dict[str, Any] = {}  # redacted
+        self.stored_parts: dict[str, bytes] = {}
+        self.changed: dict[str, Any] = {}
+        for key, value in request.items():
+            if key == "messages":
+                continue
+            part = canonical(value)
+            self.parts[key] = part
+            if previous.param_parts.get(key) == part:
+                self.params[key] = previous.params[key]
+                self.stored_parts[key] = previous.stored_param_parts[key]
+            else:
+                # As for a message (`_MessagesDiff._new_message`): with nothing in it to
+                # mask, its redacted form is its copy and its stored bytes are its raw ones.
+                copied = _snapshot(value)
+                if type(copied) is not _Opaque and redactor.clean(part):
+                    self.params[key] = self.changed[key] = copied
+                    self.stored_parts[key] = part
+                else:
+                    self.params[key] = self.changed[key] = redactor.value(value)
+                    self.stored_parts[key] = canonical(self.params[key])
+        self.removed = [key for key in previous.param_parts if key not in self.parts]
+        self.order = list(request.keys())
+        self.order_changed = self.order != previous.order
+
+    def describe(self, diff: dict[str, Any]) -> None:
+        """Add the parameters' changes to a request's diff."""
+        if self.changed:
+            diff["set"] = self.changed
+        if self.removed:
+            diff["unset"] = self.removed
+        if self.order_changed:
+            diff["order"] = self.order
+
+    @functools.cached_property
+    def around_messages(self) -> tuple[bytes, bytes]:
+        """The request's canonical JSON before its messages' first and after their last
+        (see `_assembled_hash`), for a request that has messages."""
+        keys = sorted(self.order)
+        split = keys.index("messages")
+        before = (_key_prefix(key) + self.stored_parts[key] + b"," for key in keys[:split])
+        after = (b"," + _key_prefix(key) + self.stored_parts[key] for key in keys[split + 1 :])
+        return b"{" + b"".join(before) + b'"messages":[', b"]" + b"".join(after) + b"}"
+
+
+def _only_appends(previous: RequestChain, view: MessageView, params: _ParamsDiff) -> bool:
+    """Whether this request is the previous one with messages appended — its system message
+    the same object and unchanged, the same JSON before its messages — so the diff is "keep
+    them all, add these", the hash continues, and no earlier message needs reading."""
+    if previous.view is None or previous.hasher is None or not previous.raw:
+        return False
+    if not view.extends(previous.view):
+        return False
+    first = view.first
+    if first is not previous.raw[0] or first != previous.snapshots[0]:
+        return False
+    return params.around_messages[0] == previous.head
+
+
+def _encode_appended(
+    previous: RequestChain, view: MessageView, params: _ParamsDiff, redactor: Redactor
+) -> tuple[EncodedRequest, RequestChain]:
+    """`encode_request` of a request that only appends messages (see `_only_appends`), in
+    time proportional to what it appended, not to the conversation: the new chain takes over
+    the previous chain's lists and extends them, where the general path copies them (the
+    previous chain takes them back if it is used again: `RequestChain._own_lists`)."""
+    new = view.since(previous.view)  # type: ignore[arg-type]  # `_only_appends` checked it
+    shared = len(previous.raw)
+    snapshots = previous.snapshots
+    new_parts: list[bytes] = []
+    for message in new:
+        # As in `_MessagesDiff._parts`: a sent message never changes, so it is its own copy.
+        plain = kept_native(message)
+        snapshot = message
+        if plain is None:
+            plain, snapshot = kept(message), _snapshot(message)
+            if snapshot is not message and snapshot == message:
+                snapshot = message
+        new_parts.append(plain)
+        snapshots.append(snapshot)
+    # The appended messages read in one pass (see `_MessagesDiff._clean`).
+    clean = len(new_parts) > 1 and redactor.clean(b"\n".join(new_parts))
+    added: list[Any] = []
+    new_stored: list[bytes] = []
+    for index, message in enumerate(new):
+        snapshot = snapshots[shared + index]
+        if type(snapshot) is not _Opaque and (clean or redactor.clean(new_parts[index])):
+            added.append(snapshot)
+            new_stored.append(new_parts[index])
+        else:
+            redacted = redactor.value(message)
+            added.append(redacted)
+            new_stored.append(kept(redacted))
+    previous.raw.extend(new)
+    previous.parts.extend(new_parts)
+    previous.stored_parts.extend(new_stored)
+    previous.messages.extend(added)
+
+    diff: dict[str, Any] = {"messages": [["keep", 0, shared]], "n": len(previous.raw)}
+    if added:
+        diff["messages"].append(["add", added])
+    params.describe(diff)
+    hasher = previous.hasher.copy()
+    if new_stored:
+        hasher.update(b"," + b",".join(new_stored))
+    final = hasher.copy()
+    final.update(params.around_messages[1])
+    positions = previous._positions
+    if positions is not None:
+        for index in range(shared, len(previous.parts)):
+            _index(positions, previous.parts[index], index)
+    chain = RequestChain(
+        previous.parts,
+        previous.messages,
+        previous.stored_parts,
+        params.parts,
+        params.params,
+        params.stored_parts,
+        params.order,
+        previous.raw,
+        snapshots,
+        previous.head,
+        hasher,
+        view,
+        positions,
+        previous.dropped,
+        previous.keeps_bytes,
+    )
+    previous._positions = None  # given away too (rebuilt if the previous chain is asked)
+    chain.drop_bytes()
+    encoded = EncodedRequest(
+        diff=diff,
+        hash=final.hexdigest(),
+        messages=len(previous.raw),
+        added=len(added),
+        dropped=0,
+    )
     return encoded, chain
 
 
