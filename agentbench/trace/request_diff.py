@@ -95,6 +95,10 @@ class RequestChain:
     # the module's notes). `keeps_bytes`: this run's chain has needed them; it keeps them now.
     dropped: int = 0
     keeps_bytes: bool = False
+    # The request's JSON after its messages (`]` and the parameters after them), once a
+    # request that only appended needed it: the next such request with the same parameters
+    # reuses it.
+    tail: bytes | None = None
     # How many messages this chain's request had: a later chain may have appended to these
     # lists (`_encode_appended`), which `_own_lists` undoes when this chain is used again.
     _count: int = field(init=False, default=0)
@@ -304,6 +308,8 @@ class _ParamsDiff:
         self.removed = [key for key in previous.param_parts if key not in self.parts]
         self.order = list(request.keys())
         self.order_changed = self.order != previous.order
+        # The same parameters, in the same order: the JSON around the messages is the same.
+        self.unchanged = not (self.changed or self.removed or self.order_changed)
 
     def describe(self, diff: dict[str, Any]) -> None:
         """Add the parameters' changes to a request's diff."""
@@ -336,7 +342,9 @@ def _only_appends(previous: RequestChain, view: MessageView, params: _ParamsDiff
     first = view.first
     if first is not previous.raw[0] or first != previous.snapshots[0]:
         return False
-    return params.around_messages[0] == previous.head
+    return (params.unchanged and previous.head is not None) or (
+        params.around_messages[0] == previous.head
+    )
 
 
 def _encode_appended(
@@ -385,8 +393,9 @@ def _encode_appended(
     hasher = previous.hasher.copy()
     if new_stored:
         hasher.update(b"," + b",".join(new_stored))
+    tail = previous.tail if params.unchanged and previous.tail else params.around_messages[1]
     final = hasher.copy()
-    final.update(params.around_messages[1])
+    final.update(tail)
     positions = previous._positions
     if positions is not None:
         for index in range(shared, len(previous.parts)):
@@ -407,6 +416,7 @@ def _encode_appended(
         positions,
         previous.dropped,
         previous.keeps_bytes,
+        tail,
     )
     previous._positions = None  # given away too (rebuilt if the previous chain is asked)
     chain.drop_bytes()
