@@ -1,6 +1,15 @@
 """Recording cost: the same scripted runs with and without a `TraceStore`, end to end.
 
     python benchmarks/recording_cost.py [--runs 200] [--calls 6] [--repeat 5]
+    python benchmarks/recording_cost.py --lengths 10,100,1000,10000 [--steps 20000]
+
+`--lengths`: the cost per model call by session length, with the recording process's CPU
+counted. For each length L, runs of L model calls (STEPS calls in all: STEPS / L runs) are
+made unrecorded, recorded in this process and recorded in the recording process; printed are
+microseconds of CPU per call for each and the ratios to unrecorded — the recording process's
+as this process's CPU alone and as its CPU plus the recording process's (read from
+`/proc/PID/stat`): what the machine pays. Recording is flat in session length when a row's
+ratios do not grow with L. The runs are taken in turn, the best of REPEAT rounds kept.
 
 A realistic small agent (two tools, a system prompt, several model calls a run, as a golden
 case looks) is run RUNS times against a `ScriptedModel`, one `Runner.run` per run, the way the
@@ -16,8 +25,9 @@ medians of several invocations) and where the recorded run's extra CPU went: the
 (the recorder, the journal, the flush) and the other threads (the ingest thread's DuckDB
 work; sync tools run on worker threads in both).
 
-Agent settings: the runtime's defaults, but for `Limits(max_iterations=40)`, so a run of up to
-40 model calls (`--calls`) is not stopped at the default of 8.
+Agent settings: the runtime's defaults, but for `Limits(max_iterations=40)` (with `--lengths`,
+one more than the length), so a run of up to 40 model calls (`--calls`) is not stopped at the
+default of 8.
 
 Only APIs that exist before and after the performance work are used, so the same script
 measures both (`PYTHONPATH=/tmp/before python benchmarks/recording_cost.py`). No timings are
@@ -29,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import os
 import statistics
 import tempfile
 import time
@@ -54,15 +65,19 @@ def details(name: str) -> dict[str, Any]:
     return {"name": name, "origin": "Darjeeling", "notes": "floral, light" * 4, "grams": 100}
 
 
-AGENT = Agent(
-    name="shop",
-    instructions=(
-        "You help customers choose teas from the catalogue. Search before answering, check "
-        "the details of anything you recommend, and give prices in euros."
-    ),
-    tools=[search, details],
-    limits=Limits(max_iterations=40),
-)
+def shop_agent(max_iterations: int = 40) -> Agent:
+    return Agent(
+        name="shop",
+        instructions=(
+            "You help customers choose teas from the catalogue. Search before answering, "
+            "check the details of anything you recommend, and give prices in euros."
+        ),
+        tools=[search, details],
+        limits=Limits(max_iterations=max_iterations),
+    )
+
+
+AGENT = shop_agent()
 
 
 def script(calls: int, run: int) -> list[Any]:
@@ -79,7 +94,9 @@ def script(calls: int, run: int) -> list[Any]:
     return answers
 
 
-async def run_all(runs: int, calls: int, store: TraceStore | None) -> tuple[float, float, float]:
+async def run_all(
+    runs: int, calls: int, store: TraceStore | None, agent: Agent = AGENT
+) -> tuple[float, float, float]:
     """Wall and CPU seconds (all threads: the ingest thread's work counts) to run every case
     and, with a store, to commit every row; and the main thread's CPU seconds of those."""
     started, cpu, main_cpu = time.perf_counter(), time.process_time(), time.thread_time()
@@ -91,7 +108,7 @@ async def run_all(runs: int, calls: int, store: TraceStore | None) -> tuple[floa
             else None
         )
         result = await Runner.run(
-            AGENT, f"Find me teas, please ({run})", model=model, store=labelled
+            agent, f"Find me teas, please ({run})", model=model, store=labelled
         )
         if not result.completed:
             raise RuntimeError(f"run {run} did not complete: {result.error}")
@@ -184,10 +201,77 @@ def report(
     )
 
 
+def recording_process_cpu(store: TraceStore) -> float:
+    """CPU seconds the store's recording process has used so far (0 without one)."""
+    process = getattr(getattr(store, "_channel", None), "_process", None)
+    if process is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def by_length(lengths: list[int], steps: int, repeat: int) -> None:
+    print(
+        f"recording cost by session length: {steps} model calls a row (2 tools a call), "
+        f"best of {repeat}; CPU microseconds a model call"
+    )
+    print(
+        "  length   runs  unrecorded  in-process  ratio   rec. process: this  +its own"
+        "  ratio (this / both)"
+    )
+    with tempfile.TemporaryDirectory(prefix="agentbench-bench-") as tmp:
+        stores = {
+            "here": TraceStore(Path(tmp) / "here.duckdb"),
+            "process": TraceStore(Path(tmp) / "process.duckdb", recording_process=True),
+        }
+        for store in stores.values():
+            store.settle()
+        stores["process"].start_recording()
+        await run_all(5, 6, None)
+        for store in stores.values():
+            await run_all(5, 6, store)
+        for length in lengths:
+            runs = max(1, steps // length)
+            agent = shop_agent(length + 1)
+            best: dict[str, float] = {}
+            for _ in range(repeat):
+                plain = (await run_all(runs, length, None, agent))[1]
+                here = (await run_all(runs, length, stores["here"], agent))[1]
+                before = recording_process_cpu(stores["process"])
+                process = (await run_all(runs, length, stores["process"], agent))[1]
+                child = recording_process_cpu(stores["process"]) - before
+                for name, value in (
+                    ("plain", plain),
+                    ("here", here),
+                    ("process", process),
+                    ("both", process + child),
+                ):
+                    best[name] = min(best.get(name, value), value)
+            per = {name: value / (runs * length) * 1e6 for name, value in best.items()}
+            print(
+                f"  {length:6d} {runs:6d} {per['plain']:10.1f} {per['here']:11.1f}"
+                f" {per['here'] / per['plain']:6.2f}x {per['process']:19.1f}"
+                f" {per['both']:9.1f}  {per['process'] / per['plain']:5.2f}x /"
+                f" {per['both'] / per['plain']:.2f}x"
+            )
+        for store in stores.values():
+            store.close()
+    print("  (target: <= 1.5x, flat from 10 to 10,000 calls)")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--calls", type=int, default=6)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--lengths", help="comma-separated session lengths (model calls)")
+    parser.add_argument("--steps", type=int, default=20000, help="model calls per length")
     options = parser.parse_args()
-    asyncio.run(main(options.runs, options.calls, options.repeat))
+    if options.lengths:
+        lengths = [int(length) for length in options.lengths.split(",")]
+        asyncio.run(by_length(lengths, options.steps, min(options.repeat, 3)))
+    else:
+        asyncio.run(main(options.runs, options.calls, options.repeat))

@@ -1,0 +1,76 @@
+"""benchmarks/serve_cpu.py and recording_cost.py's `--lengths` measure what they say: the
+FastAPI floor and `agentbench serve` answer the same agent's answer to the benchmark's small
+client, a server's CPU counts the processes it started, and the recording process's CPU is
+read while it runs (it benchmarks nothing here: tiny loads, no timings asserted)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentbench.trace import TraceStore
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import recording_cost  # noqa: E402
+import serve_cpu  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("server", ["fastapi", "serve"])
+def test_both_servers_answer_the_benchmarks_client(server: str, tmp_path: Path) -> None:
+    async def measured() -> tuple[float, float]:
+        start = serve_cpu.start_fastapi if server == "fastapi" else serve_cpu.start_serve
+        process, port = start(tmp_path) if server == "fastapi" else start(tmp_path, 2)  # type: ignore[call-arg]
+        try:
+            return await serve_cpu.measure(port, process.pid, 2, 10)
+        finally:
+            serve_cpu._stop(process)
+
+    rate, cpu_ms = asyncio.run(measured())  # raises if an answer is wrong
+    assert rate > 0 and cpu_ms > 0
+
+
+def test_a_servers_cpu_counts_the_processes_it_started() -> None:
+    code = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'while True: pass'])\n"
+        "time.sleep(30)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(1.5)
+        # The parent sleeps: what it used is almost all its child's spinning.
+        assert serve_cpu._cpu_s(parent.pid) > 0.5
+    finally:
+        for child in Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split():
+            subprocess.run(["kill", child], check=False)
+        parent.kill()
+        parent.wait()
+
+
+def test_the_recording_process_cpu_is_read_while_it_records(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path / "traces.duckdb", recording_process=True)
+    assert recording_cost.recording_process_cpu(store) == 0.0  # not started yet
+    store.start_recording()
+    try:
+        before = recording_cost.recording_process_cpu(store)
+        asyncio.run(recording_cost.run_all(20, 6, store))
+        assert recording_cost.recording_process_cpu(store) > before
+        assert store.sql("SELECT count(*) FROM runs").rows[0][0] == 20
+    finally:
+        store.close()
+
+
+def test_the_lengths_table_has_a_row_per_length(capsys: pytest.CaptureFixture[str]) -> None:
+    asyncio.run(recording_cost.by_length([2, 5], 10, 1))
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    lengths = [row[0] for row in rows if row and row[0].isdigit()]
+    assert lengths == ["2", "5"]
