@@ -9,12 +9,16 @@ pytest-xdist workers, one per core: what a test writes lives under its own tmp_p
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import ipaddress
 import socket
 import sys
+import weakref
+from collections.abc import Iterator
 
 import pytest
+import sdk_clients
 
 # The module, not the function `agentbench.trace` re-exports under the same name.
 code_version_module = importlib.import_module("agentbench.trace.code_version")
@@ -27,6 +31,8 @@ with contextlib.suppress(ImportError):  # without the `mcp` extra its suites are
     importlib.import_module("mcp.client.stdio")
 
 _real_connect = socket.socket.connect
+# The sockets the running test connected (see `_no_network`).
+_connected: list[weakref.ref[socket.socket]] = []
 
 
 def _loopback_only(self: socket.socket, address: object) -> object:
@@ -38,6 +44,7 @@ def _loopback_only(self: socket.socket, address: object) -> object:
             allowed = host == "localhost"
         if not allowed:
             raise RuntimeError(f"test tried to reach the network: {address!r}")
+        _connected.append(weakref.ref(self))
     return _real_connect(self, address)
 
 
@@ -49,10 +56,27 @@ def _own_cassette_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Loopback only, no provider credentials; and a client socket this test left open is
+    reported here, not in whichever later test the garbage collector frees it in.
+
+    A client dropped unclosed (an SDK client in a reference cycle, as the openai SDK's is)
+    keeps its socket until a collection frees it, whose `ResourceWarning` — an error here —
+    would fail an unrelated test at random. When the test leaves a socket it connected still
+    open, a collection runs at its teardown: whatever of its own was garbage goes then.
+    """
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "AGENTBENCH_MODEL"):
         monkeypatch.delenv(name, raising=False)
+    _connected.clear()
+    yield
+    sdk_clients.close_all()
+    left_open = any(
+        sock is not None and sock.fileno() != -1 for sock in (ref() for ref in _connected)
+    )
+    _connected.clear()
+    if left_open:
+        gc.collect()
 
 
 @pytest.fixture(autouse=True)

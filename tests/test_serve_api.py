@@ -10,6 +10,7 @@ import httpx2 as httpx
 import openai
 import orjson
 import pytest
+from sdk_clients import closed_after_test
 from serve_support import Desk, desk_agent, keyring, served, service_for
 
 from agentbench import Agent, ModelSettings, ToolCall, tool
@@ -22,7 +23,7 @@ QUESTION = [{"role": "user", "content": "Where is my order A17?"}]
 
 
 def sdk(base_url: str, key: str = "unused") -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{base_url}/v1", api_key=key, max_retries=0)
+    return closed_after_test(openai.OpenAI(base_url=f"{base_url}/v1", api_key=key, max_retries=0))
 
 
 def test_the_openai_sdk_gets_the_agents_final_answer() -> None:
@@ -371,7 +372,7 @@ def _greeter() -> Agent:
 def test_context_passes_through_chat_completions_and_a_missing_one_is_a_400(tmp_path) -> None:
     store = TraceStore(tmp_path / "traces.duckdb")
     with served(service_for(_greeter(), store=store)) as url:
-        retrying = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")  # retries 5xx twice
+        retrying = closed_after_test(openai.OpenAI(base_url=f"{url}/v1", api_key="unused"))
         greeted = retrying.chat.completions.create(
             model="greeter",
             messages=QUESTION,

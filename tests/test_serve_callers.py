@@ -17,6 +17,7 @@ import httpx2 as httpx
 import openai
 import orjson
 import pytest
+from sdk_clients import closed_after_test
 from serve_support import Desk, desk_agent, keyring, served, service_for
 
 from agentbench import Runner
@@ -130,7 +131,9 @@ def test_who_started_a_run_survives_a_restart(tmp_path: Path) -> None:
     keys = keyring(KEYS, admins=("ops",))
     store = TraceStore(db)
     with served(service_for(desk_agent(), store=store, keys=keys)) as url:
-        answer = openai.OpenAI(base_url=f"{url}/v1", api_key=ALICE, max_retries=0)
+        answer = closed_after_test(
+            openai.OpenAI(base_url=f"{url}/v1", api_key=ALICE, max_retries=0)
+        )
         run_id = answer.chat.completions.create(model="desk", messages=QUESTION).model_extra[
             "agentbench"
         ]["run_id"]
@@ -273,7 +276,9 @@ def test_a_keyed_server_masks_every_key_it_knows(tmp_path: Path) -> None:
     agent.model = FunctionModel(echo)
     store = TraceStore(tmp_path / "traces.duckdb")
     with served(service_for(agent, store=store, keys=keyring(KEYS))) as url:
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key=ALICE, max_retries=0)
+        client = closed_after_test(
+            openai.OpenAI(base_url=f"{url}/v1", api_key=ALICE, max_retries=0)
+        )
         answer = client.chat.completions.create(
             model="desk", messages=[{"role": "user", "content": f"bob's key is {BOB}"}]
         )

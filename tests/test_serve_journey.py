@@ -16,6 +16,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from sdk_clients import closed_after_test
 
 pytestmark = pytest.mark.slow  # journeys through the real CLI, seconds each
 
@@ -181,7 +182,9 @@ def test_a_desk_served_to_several_callers_keeps_each_ones_runs_its_own(tmp_path:
     )
 
     def client(url: str, who: str) -> openai.OpenAI:
-        return openai.OpenAI(base_url=url, api_key=KEYS.get(who, who), max_retries=0)
+        return closed_after_test(
+            openai.OpenAI(base_url=url, api_key=KEYS.get(who, who), max_retries=0)
+        )
 
     server, url = _serve_keyed(db, keys)
     try:

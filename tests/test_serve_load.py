@@ -11,6 +11,7 @@ import time
 import httpx2 as httpx
 import openai
 import pytest
+from sdk_clients import closed_after_test
 from serve_support import Desk, desk_agent, served, service_for
 
 from agentbench.serve import Caller
@@ -84,7 +85,9 @@ def test_a_request_over_its_time_limit_gets_504(tmp_path) -> None:
     store = TraceStore(tmp_path / "traces.duckdb")
     service = service_for(desk_agent(Desk(delay_s=30)), store=store, timeout_s=0.3)
     with served(service) as url:
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        client = closed_after_test(
+            openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        )
         with pytest.raises(openai.APIStatusError) as caught:
             client.chat.completions.with_raw_response.create(model="desk", messages=QUESTION)
     store.close()

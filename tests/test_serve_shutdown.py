@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 import pytest
+from sdk_clients import closed_after_test
 
 from agentbench.trace import TraceStore
 
@@ -202,7 +203,9 @@ def test_served_on_an_openai_compatible_model_over_http(tmp_path: Path) -> None:
             target="tests/fixtures/served_agents.py:plain",
         )
         try:
-            client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="unused", max_retries=0)
+            client = closed_after_test(
+                openai.OpenAI(base_url=f"{served.url}/v1", api_key="unused", max_retries=0)
+            )
             reply = client.chat.completions.create(
                 model="plain", messages=[{"role": "user", "content": "Where is A17?"}]
             )
