@@ -280,6 +280,25 @@ def test_a_conversation_goes_over_the_wire_once_and_a_failed_item_sends_none_of_
     assert later.extends(now)  # one list on the reader's side too, as views share it here
 
 
+def test_an_unchanged_system_message_is_read_as_the_same_message_each_request() -> None:
+    # Where the run is, every request of a step that only appends shares its system message
+    # object; the reader gives its requests the same sharing, so the recording process's
+    # recorder sees requests that only appended (and records each in the time of what it
+    # appended, not of the whole conversation); a changed one is a new object.
+    writer, reader = WireWriter(), WireReader(adopt_shapes=False)
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": "a"}]
+    system = {"role": "system", "content": "s"}
+    views = []
+    for step in range(3):
+        conversation.append({"role": "assistant", "content": f"step {step}"})
+        views.append(reader.item(1, writer.item(("request", MessageView(system, conversation))))[1])
+    changed = {"role": "system", "content": "t"}
+    views.append(reader.item(1, writer.item(("request", MessageView(changed, conversation))))[1])
+    firsts = [view.first for view in views]
+    assert firsts[0] is firsts[1] is firsts[2] and firsts[2] == system
+    assert firsts[3] == changed and firsts[3] is not firsts[2]
+
+
 async def test_a_run_under_way_when_the_recording_process_dies_is_stored_whole(
     tmp_path: Path,
 ) -> None:

@@ -49,7 +49,9 @@ _BASE_FIELDS = {"run_id", "seq", "ts", "agent", "kind", "step"}
 _FRAME = struct.Struct("<II")  # the item's length, its hook
 CHANNEL = 0  # the hook number of the channel's own items
 
-_reading = threading.local()  # `.lists`: the conversations of the hook whose item is read
+# `.lists` and `.systems`: the conversations, and their last system messages, of the hook
+# whose item is read.
+_reading = threading.local()
 
 
 def frame(hook: int, item: bytes) -> bytes:
@@ -134,6 +136,16 @@ def _view(number: int, system: Message | None, new: Any, start: int, shown: int)
     messages = lists.get(number)
     if messages is None:
         messages = lists[number] = []
+    # The system message comes with every request (it may change at any step): one equal to
+    # the conversation's last is that object again, as it is where the run made it, so the
+    # recorder sees a request that only appended (`request_diff._only_appends`) and records
+    # it in the time of what it appended, not of the whole conversation.
+    systems = _reading.systems
+    last = systems.get(number)
+    if last is not None and system is not None and last == system:
+        system = last
+    else:
+        systems[number] = system
     if new:
         if len(messages) != start:
             raise ValueError(
@@ -247,14 +259,16 @@ class WireReader:
         # shape numbers are this process's already.
         self.adopt_shapes = adopt_shapes
         self._conversations: dict[int, dict[int, list[Message]]] = {}
+        self._systems: dict[int, dict[int, Message | None]] = {}  # each one's last
 
     def item(self, hook: int, data: bytes) -> Any:
         """One item, read with `hook`'s conversations."""
         _reading.lists = self._conversations.setdefault(hook, {})
+        _reading.systems = self._systems.setdefault(hook, {})
         try:
             return pickle.loads(data)
         finally:
-            _reading.lists = None
+            _reading.lists = _reading.systems = None
 
     @staticmethod
     def event(item: tuple[Any, ...]) -> Any:
@@ -272,3 +286,4 @@ class WireReader:
     def forget(self, hook: int) -> None:
         """The hook ended: its conversations are not referred to again."""
         self._conversations.pop(hook, None)
+        self._systems.pop(hook, None)
