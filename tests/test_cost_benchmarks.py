@@ -34,8 +34,10 @@ def test_both_servers_answer_the_benchmarks_client(server: str, tmp_path: Path) 
         finally:
             serve_cpu._stop(process)
 
-    rate, cpu_ms = asyncio.run(measured())  # raises if an answer is wrong
-    assert rate > 0 and cpu_ms > 0
+    # `measure` raises if an answer is wrong. Ten requests may cost less than a clock tick
+    # (10 ms) of CPU, so the figure may read 0 here: it is read, not judged.
+    rate, cpu_ms = asyncio.run(measured())
+    assert rate > 0 and cpu_ms >= 0
 
 
 def test_a_servers_cpu_counts_the_processes_it_started() -> None:
