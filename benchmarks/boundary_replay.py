@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from cpu_clock import recording_process_cpu
 from openai import AsyncOpenAI, OpenAI
 
 from agentbench import ToolCall
@@ -361,19 +362,6 @@ FLOOR, LOOPBACK, BARE, STORED = (
 )
 
 
-def child_cpu(store: TraceStore) -> float:
-    """CPU seconds the store's recording process has used so far (0 without one)."""
-    channel = getattr(store, "_channel", None)
-    process = getattr(channel, "_process", None) if channel is not None else None
-    if process is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @dataclass
 class Figures:
     """Per model call: median wall and CPU seconds of each way, the rounds' CPU ratios to
@@ -411,14 +399,14 @@ async def measure(
     # is ~50 ms, well within what a busy machine's noise moves), every way in turn.
     repeat, sessions = rounds[0], sessions_per_round(calls, rounds[1])
     timings: dict[str, list[Timing]] = {name: [] for name in ways}
-    recording_before = child_cpu(store)
+    recording_before = recording_process_cpu(store)
     for _ in range(repeat):
         for name, make in ways.items():
             spent = [await make() for _ in range(sessions)]
             timings[name].append((sum(w for w, _ in spent), sum(c for _, c in spent)))
     store.flush()  # what the rounds' runs cost the recording process, all of it
     calls *= sessions  # per model call from here on
-    recording = (child_cpu(store) - recording_before) / repeat / calls
+    recording = (recording_process_cpu(store) - recording_before) / repeat / calls
     floors = [cpu for _, cpu in timings[FLOOR]]
     return Figures(
         per_call={

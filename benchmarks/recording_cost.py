@@ -39,12 +39,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
-import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from cpu_clock import recording_process_cpu
 
 from agentbench import Agent, Limits, Runner, ScriptedModel, ToolCall, tool
 from agentbench.trace import TraceStore
@@ -199,18 +200,6 @@ def report(
         f"  recorded run's extra CPU: main thread {main[1] - main[0]:+.2f},"
         f" other threads {other[1] - other[0]:+.2f} ms/run (the recording process's not counted)"
     )
-
-
-def recording_process_cpu(store: TraceStore) -> float:
-    """CPU seconds the store's recording process has used so far (0 without one)."""
-    process = getattr(getattr(store, "_channel", None), "_process", None)
-    if process is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def by_length(lengths: list[int], steps: int, repeat: int) -> None:

@@ -39,34 +39,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
-from agentbench import Agent, ToolCall, tool
-from agentbench.runtime.models import FunctionModel
+from cpu_clock import process_cpu_s
+from serve_load import AGENT, QUESTION  # the same agent `serve_load.py` serves
 
 HERE = Path(__file__).resolve()
-QUESTION = "Where is my order A17?"
 ANSWER = "Order A17 is delivered."
+__all__ = ["AGENT"]  # what `agentbench serve serve_cpu.py:AGENT` and the floor serve
 
-
-@tool(effect="read_only")
-def order_status(order_id: str) -> dict[str, Any]:
-    """The status of an order."""
-    return {"order_id": order_id, "status": "delivered", "days_ago": 12}
-
-
-def _answer(request: dict[str, Any]) -> Any:
-    last = request["messages"][-1]
-    if last["role"] == "tool":
-        return f"Order A17 is {orjson.loads(last['content'])['status']}."
-    return ToolCall("order_status", {"order_id": "A17"})
-
-
-AGENT = Agent(
-    name="desk",
-    instructions="You answer questions about orders. Look the order up first.",
-    tools=[order_status],
-    model=FunctionModel(_answer, name="scripted"),
-)
 
 # The floor: what a team writes to put an agent behind an HTTP endpoint with FastAPI.
 FASTAPI_APP = """
@@ -103,25 +82,6 @@ async def chat(body: dict) -> dict:
         },
     }
 """
-
-
-def _cpu_s(pid: int) -> float:
-    """CPU seconds of process `pid` and of its live children (user + system)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    pids = [pid]
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        children = []
-    pids += [int(child) for child in children]
-    for one in pids:
-        try:
-            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
 
 
 def _started(command: list[str], cwd: Path, pattern: str) -> tuple[subprocess.Popen[str], int]:
@@ -226,9 +186,9 @@ async def measure(port: int, pid: int, clients: int, requests: int) -> tuple[flo
     """Requests/s and server CPU ms a request, `requests` split between `clients`."""
     await asyncio.gather(*(_client(port, 5) for _ in range(clients)))  # warm
     each = requests // clients
-    cpu, started = _cpu_s(pid), time.perf_counter()
+    cpu, started = process_cpu_s(pid, children=True), time.perf_counter()
     answered = await asyncio.gather(*(_client(port, each) for _ in range(clients)))
-    elapsed, used = time.perf_counter() - started, _cpu_s(pid) - cpu
+    elapsed, used = time.perf_counter() - started, process_cpu_s(pid, children=True) - cpu
     if sum(answered) != each * clients:
         raise RuntimeError(f"{each * clients - sum(answered)} requests answered wrong")
     return each * clients / elapsed, used / (each * clients) * 1000

@@ -1,7 +1,8 @@
-"""benchmarks/serve_cpu.py and recording_cost.py's `--lengths` measure what they say: the
-FastAPI floor and `agentbench serve` answer the same agent's answer to the benchmark's small
-client, a server's CPU counts the processes it started, and the recording process's CPU is
-read while it runs (it benchmarks nothing here: tiny loads, no timings asserted)."""
+"""benchmarks/serve_cpu.py, recording_cost.py's `--lengths` and cpu_clock.py measure what
+they say: the FastAPI floor and `agentbench serve` give the same agent's answer to the
+benchmark's small client, a server's CPU counts the processes it started, and the recording
+process's CPU is read while it runs (it benchmarks nothing here: tiny loads, no timings
+asserted)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from agentbench.trace import TraceStore
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import cpu_clock  # noqa: E402
 import recording_cost  # noqa: E402
 import serve_cpu  # noqa: E402
 
@@ -50,7 +52,8 @@ def test_a_servers_cpu_counts_the_processes_it_started() -> None:
     try:
         time.sleep(1.5)
         # The parent sleeps: what it used is almost all its child's spinning.
-        assert serve_cpu._cpu_s(parent.pid) > 0.5
+        assert cpu_clock.process_cpu_s(parent.pid, children=True) > 0.5
+        assert cpu_clock.process_cpu_s(parent.pid) < 0.5
     finally:
         for child in Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split():
             subprocess.run(["kill", child], check=False)
@@ -60,12 +63,12 @@ def test_a_servers_cpu_counts_the_processes_it_started() -> None:
 
 def test_the_recording_process_cpu_is_read_while_it_records(tmp_path: Path) -> None:
     store = TraceStore(tmp_path / "traces.duckdb", recording_process=True)
-    assert recording_cost.recording_process_cpu(store) == 0.0  # not started yet
+    assert cpu_clock.recording_process_cpu(store) == 0.0  # not started yet
     store.start_recording()
     try:
-        before = recording_cost.recording_process_cpu(store)
+        before = cpu_clock.recording_process_cpu(store)
         asyncio.run(recording_cost.run_all(20, 6, store))
-        assert recording_cost.recording_process_cpu(store) > before
+        assert cpu_clock.recording_process_cpu(store) > before
         assert store.sql("SELECT count(*) FROM runs").rows[0][0] == 20
     finally:
         store.close()
