@@ -245,6 +245,24 @@ def test_a_json_rpc_error_is_the_error_type() -> None:
     assert span["code"] == 2 and "no_such_tool" in span["message"]
 
 
+def test_of_two_tools_alike_but_for_their_server_the_span_names_the_newest() -> None:
+    # A run's spans find its MCP tools among the process's by name and schema. An older tool
+    # alike but for its server (an earlier agent's, not yet collected) is not the run's.
+    from agentbench.otel.mcp import McpToolIndex
+    from agentbench.runtime.mcp.tools import McpTool
+
+    spec = {"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}}
+
+    def made(port: int) -> McpTool:
+        server = HttpServer(f"http://127.0.0.1:{port}/mcp")
+        return McpTool(server, spec, name="echo", timeout_s=5, max_result_chars=100)
+
+    older, newer = made(41001), made(41002)
+    found = McpToolIndex().tools_of([newer.openai_schema()])["echo"]
+    assert found is newer and found is not older
+    assert McpToolIndex.started(found)["server.port"] == 41002
+
+
 def test_an_mcp_tool_call_over_http_carries_session_and_server() -> None:
     with serving_over_http() as url:
         server = HttpServer(url, headers={"Authorization": "Bearer secret-token"})

@@ -19,6 +19,7 @@ replay with the tools `recorded` never does.
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 import time
@@ -55,15 +56,20 @@ _ERROR_CHARS = 500  # of a server's JSON-RPC error message, in a tool's system e
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
-# Every McpTool of the process while it lives: the OTel hook tells a run's MCP tools by them.
-_made: weakref.WeakSet[McpTool] = weakref.WeakSet()
+# Every McpTool of the process while it lives, by when it was made: the OTel hook tells a
+# run's MCP tools by them.
+_made: weakref.WeakValueDictionary[int, McpTool] = weakref.WeakValueDictionary()
+_made_order = itertools.count()
 _made_lock = threading.Lock()
 
 
 def made_tools() -> list[McpTool]:
-    """The `McpTool`s of this process that are still in use."""
+    """The `McpTool`s of this process that are still in use, the newest first: of two tools
+    alike but for their server (the same name and schema), the one made last is the one a
+    run being traced most likely has; an older one may only be waiting to be collected."""
     with _made_lock:
-        return list(_made)
+        alive = ((key, _made.get(key)) for key in sorted(_made.keys(), reverse=True))
+        return [tool for _, tool in alive if tool is not None]
 
 
 async def _no_arguments() -> None:  # the base class's schema; McpTool replaces it
@@ -103,7 +109,7 @@ class McpTool(Tool):
         self.__name__ = name
         self.__doc__ = self.description
         with _made_lock:
-            _made.add(self)
+            _made[next(_made_order)] = self
 
     def __repr__(self) -> str:
         return (
