@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from counts import counts
 from cpu_clock import recording_process_cpu
 
 from agentbench import Agent, Limits, Runner, ScriptedModel, ToolCall, tool
@@ -256,11 +257,12 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--calls", type=int, default=6)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--lengths", help="comma-separated session lengths (model calls)")
+    parser.add_argument(
+        "--lengths", type=counts, help="comma-separated session lengths (model calls)"
+    )
     parser.add_argument("--steps", type=int, default=20000, help="model calls per length")
     options = parser.parse_args()
     if options.lengths:
-        lengths = [int(length) for length in options.lengths.split(",")]
-        asyncio.run(by_length(lengths, options.steps, min(options.repeat, 3)))
+        asyncio.run(by_length(options.lengths, options.steps, min(options.repeat, 3)))
     else:
         asyncio.run(main(options.runs, options.calls, options.repeat))

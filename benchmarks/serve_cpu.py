@@ -8,7 +8,7 @@ Both servers run in their own process, started as users start them, on 127.0.0.1
 * the floor — `FASTAPI_APP` below under uvicorn (`python -m uvicorn`, its defaults: one
   worker, the access log on): an OpenAI-style `/v1/chat/completions` that runs the agent
   with `Runner.run` and answers, recording nothing;
-* `agentbench serve benchmarks/serve_cpu.py:AGENT --db FILE` — the store on (every run
+* `agentbench serve benchmarks/serve_load.py:AGENT --db FILE` — the store on (every run
   recorded, as served runs always are), `--concurrency` the number of clients, no keys.
 
 The agent: a scripted model (look the order up, then answer) and one tool, the runtime's
@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from counts import counts
 from cpu_clock import process_cpu_s
-from serve_load import AGENT, QUESTION  # the same agent `serve_load.py` serves
+from serve_load import QUESTION, serve_command  # `serve_load.py`'s agent, served alike
 
 HERE = Path(__file__).resolve()
 ANSWER = "Order A17 is delivered."
-__all__ = ["AGENT"]  # what `agentbench serve serve_cpu.py:AGENT` and the floor serve
 
 
 # The floor: what a team writes to put an agent behind an HTTP endpoint with FastAPI.
@@ -55,7 +55,7 @@ import uuid
 from fastapi import FastAPI
 
 from agentbench import Runner
-from serve_cpu import AGENT
+from serve_load import AGENT
 
 app = FastAPI()
 
@@ -138,25 +138,8 @@ def start_fastapi(folder: Path) -> tuple[subprocess.Popen[str], int]:
 
 
 def start_serve(folder: Path, clients: int) -> tuple[subprocess.Popen[str], int]:
-    return _started(
-        [
-            sys.executable,
-            "-m",
-            "agentbench",
-            "serve",
-            f"{HERE}:AGENT",
-            "--port",
-            "0",
-            "--db",
-            str(folder / f"served-{clients}-{time.monotonic_ns()}.duckdb"),
-            "--concurrency",
-            str(clients),
-            "--queue",
-            "10000",
-        ],
-        folder,
-        r"on http://127\.0\.0\.1:(\d+)/v1",
-    )
+    db = folder / f"served-{clients}-{time.monotonic_ns()}.duckdb"
+    return _started(serve_command(clients, db), folder, r"on http://127\.0\.0\.1:(\d+)/v1")
 
 
 REQUEST_BODY = orjson.dumps({"model": "desk", "messages": [{"role": "user", "content": QUESTION}]})
@@ -225,10 +208,10 @@ async def main(clients_list: list[int], requests: int, repeat: int) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", default="1,2,4,8", help="comma-separated client counts")
+    parser.add_argument(
+        "--clients", type=counts, default="1,2,4,8", help="comma-separated client counts"
+    )
     parser.add_argument("--requests", type=int, default=600)
     parser.add_argument("--repeat", type=int, default=2)
     options = parser.parse_args()
-    asyncio.run(
-        main([int(c) for c in options.clients.split(",")], options.requests, options.repeat)
-    )
+    asyncio.run(main(options.clients, options.requests, options.repeat))

@@ -121,26 +121,31 @@ async def in_process(clients: int, requests: int, db: Path) -> tuple[float, floa
     return figures[:3]
 
 
+def serve_command(clients: int, db: Path, keys: Path | None = None, *extra: str) -> list[str]:
+    """`agentbench serve` of this file's agent, as users start it: any free port, the store
+    at `db`, `clients` runs at once and a queue no request waits in for a slot."""
+    return [
+        sys.executable,
+        "-m",
+        "agentbench",
+        "serve",
+        f"{HERE}:AGENT",
+        "--port",
+        "0",
+        "--db",
+        str(db),
+        *(["--keys", str(keys)] if keys is not None else []),
+        "--concurrency",
+        str(clients),
+        "--queue",
+        "10000",
+        *extra,
+    ]
+
+
 def _start_server(clients: int, db: Path, keys: Path, *extra: str) -> tuple[Any, str]:
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agentbench",
-            "serve",
-            f"{HERE}:AGENT",
-            "--port",
-            "0",
-            "--db",
-            str(db),
-            "--keys",
-            str(keys),
-            "--concurrency",
-            str(clients),
-            "--queue",
-            "10000",
-            *extra,
-        ],
+        serve_command(clients, db, keys, *extra),
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,

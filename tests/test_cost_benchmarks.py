@@ -6,6 +6,7 @@ asserted)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import subprocess
 import sys
@@ -22,6 +23,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import cpu_clock  # noqa: E402
 import recording_cost  # noqa: E402
 import serve_cpu  # noqa: E402
+from counts import counts  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -79,3 +81,17 @@ def test_the_lengths_table_has_a_row_per_length(capsys: pytest.CaptureFixture[st
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     lengths = [row[0] for row in rows if row and row[0].isdigit()]
     assert lengths == ["2", "5"]
+
+
+def test_a_mistyped_count_is_a_usage_error_naming_it() -> None:
+    assert counts("1,2,8") == [1, 2, 8]
+    for bad, said in (("1,x", "expected numbers"), ("0", "1 or more"), ("", "expected")):
+        with pytest.raises(argparse.ArgumentTypeError, match=said):
+            counts(bad)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "serve_cpu.py"), "--clients", "two"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2 and "--clients: 'two'" in run.stderr
+    assert "Traceback" not in run.stderr

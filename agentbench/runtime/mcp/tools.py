@@ -68,8 +68,8 @@ def made_tools() -> list[McpTool]:
     alike but for their server (the same name and schema), the one made last is the one a
     run being traced most likely has; an older one may only be waiting to be collected."""
     with _made_lock:
-        alive = ((key, _made.get(key)) for key in sorted(_made.keys(), reverse=True))
-        return [tool for _, tool in alive if tool is not None]
+        newest_first = (_made.get(key) for key in sorted(_made.keys(), reverse=True))
+        return [tool for tool in newest_first if tool is not None]  # None: collected since
 
 
 async def _no_arguments() -> None:  # the base class's schema; McpTool replaces it
