@@ -1,8 +1,9 @@
 """The ingest thread keeps its DuckDB connection between batches, and still lets others in.
 
 Kept while runs keep coming; closed by a flush, after a moment without runs, for a reader in
-this process, and for a reader of another process that announces itself; and a process
-killed while it keeps one loses no finished run. Real processes, each waited for with a
+this process, for a reader of another process that announces itself, and for a writer of
+another process at the end of a turn; and a process killed while it keeps one loses no
+finished run. Real processes, each waited for with a
 bound and killed if left over.
 """
 
@@ -91,6 +92,7 @@ def slow_idle(monkeypatch: pytest.MonkeyPatch) -> None:
     """A kept connection stays until something closes it on purpose."""
     monkeypatch.setattr(recording, "IDLE_CLOSE_S", TIMEOUT_S)
     monkeypatch.setattr(database, "MAX_HOLD_S", TIMEOUT_S)
+    monkeypatch.setattr(database, "QUIET_HOLD_S", 10 * TIMEOUT_S)
 
 
 async def test_a_flush_closes_the_kept_connection(tmp_path: Path, slow_idle: None) -> None:
@@ -161,6 +163,52 @@ def test_a_reader_of_another_process_gets_in_while_runs_keep_coming(
         stop.set()
         writer.join(timeout=TIMEOUT_S)
     assert {run.run_id for run in store.runs()} == set(recorded)
+    store.close()
+
+
+def test_a_writer_of_another_process_gets_its_turn_while_runs_keep_coming(
+    tmp_path: Path, slow_idle: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing closes the connection here but another writer's announcement at the end of a
+    turn: the other process storing its runs (its exit waits for that) shows writers take
+    turns, and this one's recording goes on after it."""
+    monkeypatch.setattr(database, "MAX_HOLD_S", 0.2)
+    store = TraceStore(tmp_path / "traces.duckdb")
+    stop = threading.Event()
+    recorded: list[str] = []
+
+    def keep_recording() -> None:
+        async def loop() -> None:
+            while not stop.is_set():
+                recorded.extend(await record(store, 1))
+
+        asyncio.run(loop())
+
+    writer = threading.Thread(target=keep_recording, daemon=True)
+    writer.start()
+    try:
+        wait_until(lambda: database.is_kept(store.path), "the ingest thread keeps its connection")
+        started = time.monotonic()
+        other = subprocess.run(
+            [sys.executable, str(AGENT), str(store.path), "finish", "3"],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+        assert other.returncode == 0, other.stderr
+        # Its exit waits up to 60 s for the store: it got in by asking, not by waiting that out.
+        assert time.monotonic() - started < TIMEOUT_S / 2
+        assert writer.is_alive()  # it got in while runs were still being recorded here
+        theirs = {line.split()[1] for line in other.stdout.splitlines()}
+        assert len(theirs) == 3
+        count = len(recorded)
+        wait_until(lambda: len(recorded) > count + 2, "recording goes on after the other writer")
+    finally:
+        stop.set()
+        writer.join(timeout=TIMEOUT_S)
+    assert {run.run_id for run in store.runs()} == {*recorded, *theirs}
+    assert not list(store.path.with_name("traces.duckdb.spool").glob("*.writer"))
     store.close()
 
 

@@ -21,7 +21,7 @@ from agentbench.trace.journal import parsing as journal_reader
 from agentbench.trace.journal.quarantine import quarantined
 from agentbench.trace.journal.spool import Journal, spool_dir
 from agentbench.trace.recording import local as recording
-from agentbench.trace.storage import readers
+from agentbench.trace.storage import database, readers
 from agentbench.trace.storage.database import opened
 from tests.spool_plant import POISONS, finished, plant_dead_journal
 
@@ -29,6 +29,10 @@ pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the qui
 
 AGENT = Path(__file__).parent / "fixtures" / "trace_agent.py"
 TIMEOUT_S = 60
+HOLD_LOCK = (
+    "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('locked', flush=True);"
+    " sys.stdin.readline(); c.close()"
+)
 
 
 def stored_ids(db: Path) -> set[str]:
@@ -277,18 +281,94 @@ def test_a_writer_gives_way_for_a_bounded_time(
     assert not readers.should_give_way(db, spool)
 
 
+def aged(db: Path, seconds: float) -> None:
+    """Make this process's kept connection to `db` look `seconds` older."""
+    database._kept[db].opened_at -= seconds
+
+
+def test_a_writer_alone_keeps_its_connection_past_its_turn(tmp_path: Path) -> None:
+    """Reopening costs a checkpoint and a connect: with nobody waiting, the kept connection
+    serves batch after batch until `QUIET_HOLD_S`, then it is given up once in any case."""
+    db = tmp_path / "traces.duckdb"
+    spool_dir(db).mkdir()
+    with opened(db, write=True, wait_s=0, keep=True) as first:
+        pass
+    aged(db, database.MAX_HOLD_S + 0.5)
+    with opened(db, write=True, wait_s=0, keep=True) as again:
+        assert again is first
+    assert database.is_kept(db)
+    aged(db, database.QUIET_HOLD_S)
+    with opened(db, write=True, wait_s=0, keep=True) as after:
+        assert after is not first
+    database.release(db)
+
+
+def test_a_waiting_writer_of_another_process_gets_the_next_turn(tmp_path: Path) -> None:
+    db = tmp_path / "traces.duckdb"
+    spool = spool_dir(db)
+    spool.mkdir()
+    mine = spool / readers._writer_marker_name()
+    mine.touch()  # this process's own marker never makes it wait
+    with opened(db, write=True, wait_s=0, keep=True) as first:
+        pass
+    assert not mine.exists()  # it got in
+    other = spool / "elsewhere-1.writer"
+    other.touch()
+    assert readers.waiting(spool) == readers.Waiting(writers=True)
+    with opened(db, write=True, wait_s=0, keep=True) as again:
+        assert again is first  # its turn is not over yet
+    aged(db, database.MAX_HOLD_S + 0.1)
+    with (
+        pytest.raises(StoreBusyError, match="another process's writer is waiting for its turn"),
+        opened(db, write=True, wait_s=0, keep=True),
+    ):
+        pass
+    assert not database.is_kept(db)
+    other.unlink()  # the other writer got in, and is done
+    with opened(db, write=True, wait_s=0):
+        pass
+
+
+def test_a_writer_refused_the_lock_says_it_waits_until_it_gets_in(tmp_path: Path) -> None:
+    db = tmp_path / "traces.duckdb"
+    TraceStore(db).settle()
+    spool_dir(db).mkdir()
+    mine = spool_dir(db) / readers._writer_marker_name()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with (
+            pytest.raises(StoreBusyError, match="holds its lock"),
+            opened(db, write=True, wait_s=0),
+        ):
+            pass
+        assert mine.exists()
+        assert readers.waiting(spool_dir(db)) == readers.Waiting()  # not to itself
+        assert holder.stdin is not None
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        with opened(db, write=True, wait_s=TIMEOUT_S):
+            pass
+        assert not mine.exists()
+    finally:
+        holder.kill()
+        holder.wait(timeout=TIMEOUT_S)
+        for stream in (holder.stdin, holder.stdout):
+            if stream is not None:
+                stream.close()
+
+
 def test_a_waiting_reader_announces_itself_and_gets_in(tmp_path: Path) -> None:
     db = tmp_path / "traces.duckdb"
     TraceStore(db).settle()  # a new, empty store
     spool_dir(db).mkdir()  # and the spool, which recording processes make
     holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('locked', flush=True);"
-            " sys.stdin.readline(); c.close()",
-            str(db),
-        ],
+        [sys.executable, "-c", HOLD_LOCK, str(db)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

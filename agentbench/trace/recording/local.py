@@ -5,9 +5,10 @@ stores queued runs in DuckDB whenever it can take the write lock, retrying with 
 backoff while another process holds it, and taking whatever else queued meanwhile with it
 (group commit) up to a bound. While runs keep coming the thread keeps its connection from batch
 to batch (see `storage.database`); it closes it once idle for `IDLE_CLOSE_S`, after a flush,
-when a reader waits and after `database.MAX_HOLD_S`, pausing a moment then, so other processes
-— writers and `agentbench traces` readers, which writers let in first (see `storage.readers`) —
-get their turn. At exit the queue is flushed (bounded wait); if the store stays busy the
+when a reader waits, when another writer waits and it has had `database.MAX_HOLD_S`, and after
+`database.QUIET_HOLD_S` in any case, pausing a moment then, so other processes — writers and
+`agentbench traces` readers, which writers let in first (see `storage.readers`) — get their
+turn. At exit the queue is flushed (bounded wait); if the store stays busy the
 journal is left behind and the next process to open the store ingests it, so nothing is lost
 either way. A journal is deleted (or rotated) only once every run in it is committed; runs
 taken for a batch that failed go back to the queue.
@@ -379,8 +380,8 @@ class Recording:
             else:
                 delay = _FIRST_RETRY_S
                 if not database.is_kept(self.db_path):
-                    # Closed after `MAX_HOLD_S`: a pause (not cut short by new runs, unlike
-                    # the waits here) lets other processes in before we reopen it.
+                    # Given up for another process (`database._turn_is_over`): a pause (not
+                    # cut short by new runs, unlike the waits here) lets it in first.
                     time.sleep(_FIRST_RETRY_S * (0.5 + random.random()))
                 continue
             with self.lock:

@@ -18,8 +18,11 @@ checking and closing the file cost far more than a batch's inserts. A kept conne
 only a parking spot inside the process lock: whoever opens the path next in this process
 reuses it (another keeping writer) or closes it first (a reader, a plain writer), so there is
 still one connection per path and the lock probes below stay safe. It is given up when a
-reader from another process announces itself, once it has been held `MAX_HOLD_S` (so other
-writers get their turn), and when its owner goes idle (`release`).
+reader from another process announces itself, when a writer of another process does and it
+has been held `MAX_HOLD_S` (writers take turns), after `QUIET_HOLD_S` whoever waits (a
+process that cannot announce itself, such as the `duckdb` shell, gets a moment then), and
+when its owner goes idle (`release`). Reopening costs a checkpoint and a connect, 30-100 ms:
+a writer alone keeps its connection rather than reopen every couple of seconds for nobody.
 """
 
 from __future__ import annotations
@@ -63,11 +66,15 @@ _MAX_DELAY_S = 0.5
 # A reader that announced itself polls this often: writers let it in within one batch.
 _ANNOUNCED_POLL_S = 0.02
 _READER_WAITING = "a reader is waiting for it"
+_WRITER_WAITING = "another process's writer is waiting for its turn"
+_GIVING_WAY = (_READER_WAITING, _WRITER_WAITING)
 _HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.*?) \(PID (?P<pid>\d+)\)")
 _process_locks: dict[Path, threading.Lock] = {}
 _process_locks_guard = threading.Lock()
-# A kept write connection is handed on for at most this long after it was opened.
+# A kept write connection is given up for a waiting writer once it is this old, and for
+# anyone at all once it is `QUIET_HOLD_S` old.
 MAX_HOLD_S = 2.0
+QUIET_HOLD_S = 10.0
 
 
 @dataclass
@@ -139,7 +146,7 @@ def opened(
                 yield kept.conn
             done = True
         finally:
-            if done and write and keep and time.monotonic() - kept.opened_at < MAX_HOLD_S:
+            if done and write and keep and not _turn_is_over(path, kept):
                 _kept[path] = kept
             else:
                 kept.conn.close()
@@ -180,19 +187,30 @@ def release(path: Path, *, wait_s: float = 0.0) -> bool:
 
 
 def _reusable(path: Path) -> _Kept | None:
-    """The kept connection, if it may serve another batch: not when a reader from another
-    process waits (it goes first, as for a new connection) or it is past `MAX_HOLD_S`."""
+    """The kept connection, if it may serve another batch (see `_turn_is_over`)."""
     kept = _kept.get(path)
     if kept is None or kept.pid != os.getpid():
         _kept.pop(path, None)
         return None
-    if readers.should_give_way(path, spool_dir(path)) or (
-        time.monotonic() - kept.opened_at >= MAX_HOLD_S
-    ):
+    if _turn_is_over(path, kept):
         return _close_kept(path)
     readers.wrote(path)
     del _kept[path]
     return kept
+
+
+def _turn_is_over(path: Path, kept: _Kept) -> bool:
+    """Should the kept connection be given up now? For a reader of another process that
+    waits (it goes first, as for a new connection), for a writer of another process that
+    waits once it has been held `MAX_HOLD_S`, and for anyone after `QUIET_HOLD_S`."""
+    held = time.monotonic() - kept.opened_at
+    if held >= QUIET_HOLD_S:
+        return True
+    spool = spool_dir(path)
+    who = readers.waiting(spool)
+    if held < MAX_HOLD_S:
+        who = readers.Waiting(readers=who.readers)  # writers wait for the end of the turn
+    return readers.should_give_way(path, spool, who)
 
 
 def _close_kept(path: Path) -> None:
@@ -251,23 +269,31 @@ def _connect(
 def _try_connect(
     path: Path, *, write: bool, spool: Path, last: str
 ) -> tuple[duckdb.DuckDBPyConnection | None, str]:
-    """A connection, or None and who is in the way (a lock holder, a waiting reader).
+    """A connection, or None and who is in the way (a lock holder, a waiting reader or
+    writer). A writer refused the lock says it waits (`readers.writer_refused`).
 
     Once DuckDB has named the holder (`last`), the lock is probed directly first: a refused
     `duckdb.connect` costs 30-100 ms of CPU, a probe microseconds, so waiting stays cheap
     and polling can be frequent."""
-    if write and readers.should_give_way(path, spool):
-        return None, _READER_WAITING
-    if last and last != _READER_WAITING and _lock_taken(path, write=write):
+    if write:
+        who = readers.waiting(spool)
+        if readers.should_give_way(path, spool, who):
+            return None, _READER_WAITING if who.readers else _WRITER_WAITING
+    if last and last not in _GIVING_WAY and _lock_taken(path, write=write):
+        if write:
+            readers.writer_refused(spool)
         return None, last
     try:
         conn = _open_writer(path) if write else duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
         if not is_lock_conflict(exc):
             raise _open_error(path, exc, write=write) from None
+        if write:
+            readers.writer_refused(spool)
         return None, f"{holder_of(str(exc))} holds its lock"
     if write:
         readers.wrote(path)
+        readers.writer_got_in(spool)
     return conn, ""
 
 

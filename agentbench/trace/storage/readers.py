@@ -1,4 +1,4 @@
-"""Waiting readers go first: a reader announces itself in the spool, writers give way.
+"""Waiting readers go first, and a waiting writer gets its turn: both announce themselves.
 
 DuckDB has no queue for its file lock: whoever asks at the right instant gets it. Writers ask
 again the moment a batch is done, so a reader polling with backoff could wait for a whole
@@ -9,10 +9,17 @@ not open the store (its runs stay safe in its journal). The lock is then free wi
 writer batch, and the reader removes its marker as soon as it is in. Markers are best effort:
 a reader that cannot write the spool simply waits its turn like before.
 
+A writer refused the lock leaves `<spool>/<host>-<pid>.writer`, touched again at each try
+and removed once it is in. The holder keeps its connection from batch to batch (see
+`database`) and gives it up for such a writer once it has had `database.MAX_HOLD_S` of it;
+the writers that find a waiting writer's marker as they open stay out for it. So writers
+take turns of a couple of seconds, and a writer alone is never made to reopen the file only
+in case someone else wants it.
+
 Two bounds keep this from starving writers instead: a marker counts for `PRIORITY_S` after it
-was made (a reader stuck behind something else, or killed, stops holding writers back, and
-writers delete such markers), and a writer gives way for at most `MAX_GIVE_WAY_S` in a row
-before it takes one batch regardless.
+was made or last touched (a reader stuck behind something else, or a process killed while it
+waited, stops holding writers back, and writers delete such markers), and a writer gives way
+for at most `MAX_GIVE_WAY_S` in a row before it takes one batch regardless.
 """
 
 from __future__ import annotations
@@ -24,9 +31,11 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 SUFFIX = ".reader"
+WRITER_SUFFIX = ".writer"
 PRIORITY_S = 5.0
 MAX_GIVE_WAY_S = 2.0
 
@@ -53,32 +62,67 @@ def announced(spool: Path) -> Iterator[None]:
                 marker.unlink(missing_ok=True)
 
 
-def readers_waiting(spool: Path) -> bool:
-    """Is a reader waiting for the store? Removes markers too old to count."""
+@dataclass(frozen=True)
+class Waiting:
+    """Who has announced that they wait for the store (fresh markers only)."""
+
+    readers: bool = False
+    writers: bool = False  # other processes' writers: never this one's own marker
+
+
+def waiting(spool: Path) -> Waiting:
+    """Who waits for the store, in one look at the spool. Removes markers too old to count."""
     try:
-        entries = [e for e in os.scandir(spool) if e.name.endswith(SUFFIX)]
+        entries = [e for e in os.scandir(spool) if e.name.endswith((SUFFIX, WRITER_SUFFIX))]
     except OSError:
-        return False  # no spool yet, or not a folder: nobody announced anything
+        return Waiting()  # no spool yet, or not a folder: nobody announced anything
     now = time.time()
-    waiting = False
+    mine = _writer_marker_name()
+    readers = writers = False
     for entry in entries:
         try:
             age = now - entry.stat(follow_symlinks=False).st_mtime
         except OSError:
             continue  # its reader got in meanwhile
-        if age <= PRIORITY_S:
-            waiting = True
-        else:
+        if age > PRIORITY_S:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
-    return waiting
+        elif entry.name.endswith(SUFFIX):
+            readers = True
+        elif entry.name != mine:
+            writers = True
+    return Waiting(readers=readers, writers=writers)
 
 
-def should_give_way(db_path: Path, spool: Path) -> bool:
-    """Should this process's writer stay out of the store for now? (See the module doc.)"""
-    waiting = readers_waiting(spool)
+def readers_waiting(spool: Path) -> bool:
+    """Is a reader waiting for the store? Removes markers too old to count."""
+    return waiting(spool).readers
+
+
+def _writer_marker_name() -> str:
+    # One per process (a forked child has its own pid, so its own marker).
+    return f"{socket.gethostname()}-{os.getpid()}{WRITER_SUFFIX}"
+
+
+def writer_refused(spool: Path) -> None:
+    """This process's writer found the store locked: say it waits (again: the marker's time is
+    when it last tried, so it stays fresh while the writer keeps trying). Best effort."""
+    with contextlib.suppress(OSError):
+        (spool / _writer_marker_name()).touch()
+
+
+def writer_got_in(spool: Path) -> None:
+    """This process's writer has the store: it no longer waits."""
+    with contextlib.suppress(OSError):
+        (spool / _writer_marker_name()).unlink(missing_ok=True)
+
+
+def should_give_way(db_path: Path, spool: Path, who: Waiting | None = None) -> bool:
+    """Should this process's writer stay out of the store for now? (See the module doc.)
+    `who`: what `waiting(spool)` said, if the caller already looked."""
+    who = waiting(spool) if who is None else who
     with _guard:
-        if not waiting:
+        if not (who.readers or who.writers):
             _giving_way_since.pop(db_path, None)
             return False
         since = _giving_way_since.setdefault(db_path, time.monotonic())
