@@ -8,7 +8,8 @@ the store the way `traces list` does — a fresh `TraceStore`, `runs(limit=20)` 
 100-250 ms, and times each read from the call to its answer. Printed per writer count: p50,
 p99 and max of those reads, their ratio to the same reads of the same store with no writer
 (the baseline, measured first in the same run), and how many runs the writers stored
-meanwhile (a fair reader must not stop the writers).
+meanwhile, and per second from their start to their stop (a fair reader must not stop the
+writers, and writers taking turns must not leave the store idle).
 
 Agent settings: the runtime's defaults, for the writers' agent (`Agent(name="shop",
 tools=[lookup])`) and the one that seeds the baseline's store (`Agent(name="seed")`).
@@ -159,7 +160,7 @@ def main() -> None:
             f"reader wait, {datetime.now(UTC):%Y-%m-%d}, {os.cpu_count()} cores, "
             f"{args.reads} reads each"
         )
-        print("  writers   p50 ms   p99 ms   max ms   p50/base  p99/base  runs stored meanwhile")
+        print("  writers   p50 ms   p99 ms   max ms   p50/base  p99/base  runs stored (a second)")
         row = "  {:>7}  {:>7.1f}  {:>7.1f}  {:>7.1f}  {:>8.1f}x  {:>8.1f}x  {}"
         print(
             row.format(
@@ -174,11 +175,13 @@ def main() -> None:
         )
         for count in counts:
             before = stored_runs(db)
+            started = time.monotonic()
             writers = Writers(db, count, args.delay)
             time.sleep(1.0)  # let them get going
             waits = read_waits(db, args.reads)
             writers.stop()
             stored = stored_runs(db) - before
+            rate = stored / (time.monotonic() - started)
             print(
                 row.format(
                     count,
@@ -187,7 +190,7 @@ def main() -> None:
                     max(waits) * 1e3,
                     statistics.median(waits) / base_p50,
                     percentile(waits, 0.99) / base_p50,
-                    stored,
+                    f"{stored} ({rate:.0f}/s)",
                 )
             )
 

@@ -307,8 +307,10 @@ def test_a_waiting_writer_of_another_process_gets_the_next_turn(tmp_path: Path) 
     db = tmp_path / "traces.duckdb"
     spool = spool_dir(db)
     spool.mkdir()
+    readers.writer_refused(spool)  # as if refused the lock before
     mine = spool / readers._writer_marker_name()
-    mine.touch()  # this process's own marker never makes it wait
+    assert mine.exists()
+    assert readers.waiting(spool) == readers.Waiting()  # its own marker never makes it wait
     with opened(db, write=True, wait_s=0, keep=True) as first:
         pass
     assert not mine.exists()  # it got in
@@ -329,7 +331,10 @@ def test_a_waiting_writer_of_another_process_gets_the_next_turn(tmp_path: Path) 
         pass
 
 
-def test_a_writer_refused_the_lock_says_it_waits_until_it_gets_in(tmp_path: Path) -> None:
+def test_a_writer_refused_the_lock_says_it_waits_until_it_gets_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    open_writer = database._open_writer
     db = tmp_path / "traces.duckdb"
     TraceStore(db).settle()
     spool_dir(db).mkdir()
@@ -349,12 +354,27 @@ def test_a_writer_refused_the_lock_says_it_waits_until_it_gets_in(tmp_path: Path
             pass
         assert mine.exists()
         assert readers.waiting(spool_dir(db)) == readers.Waiting()  # not to itself
+        # Announced, it asks often, so each try is a lock probe, not a refused connect
+        # (30-100 ms of CPU each).
+        connects: list[Path] = []
+        monkeypatch.setattr(
+            database, "_open_writer", lambda path: connects.append(path) or open_writer(path)
+        )
+        with (
+            pytest.raises(StoreBusyError, match="another process holds its lock"),
+            opened(db, write=True, wait_s=0),
+        ):
+            pass
+        assert connects == []
+        assert database._poll_s(spool_dir(db)) == database.WRITER_POLL_S
         assert holder.stdin is not None
         holder.stdin.write("go\n")
         holder.stdin.flush()
         with opened(db, write=True, wait_s=TIMEOUT_S):
             pass
+        assert connects == [db]
         assert not mine.exists()
+        assert database._poll_s(spool_dir(db)) > database.WRITER_POLL_S
     finally:
         holder.kill()
         holder.wait(timeout=TIMEOUT_S)

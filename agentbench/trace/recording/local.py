@@ -35,7 +35,7 @@ from agentbench.trace.errors import StorageFaultError, StoreBusyError
 from agentbench.trace.journal.parsing import parse_part
 from agentbench.trace.journal.spool import Journal, Recovered, recover, spool_dir
 from agentbench.trace.schema import CHILD_TABLES, RunRows
-from agentbench.trace.storage import database
+from agentbench.trace.storage import database, readers
 from agentbench.trace.storage.database import WaitNotice, opened
 from agentbench.trace.storage.ingest import insert_rows
 from agentbench.trace.storage.migrations import migrate
@@ -387,7 +387,9 @@ class Recording:
             with self.lock:
                 if not self.closing:
                     self.wake.wait(timeout=delay * (0.5 + random.random()))
-            delay = min(delay * 2, _MAX_RETRY_S)
+            # Announced (refused the lock): others give way to this writer, so it asks often.
+            announced = readers.writer_announced(spool_dir(self.db_path))
+            delay = min(delay * 2, database.WRITER_POLL_S if announced else _MAX_RETRY_S)
 
     def _wait_for_work(self) -> None:
         """Until something is queued (or we close), and then `GATHER_S` more for others to

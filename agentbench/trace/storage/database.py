@@ -68,6 +68,9 @@ _ANNOUNCED_POLL_S = 0.02
 _READER_WAITING = "a reader is waiting for it"
 _WRITER_WAITING = "another process's writer is waiting for its turn"
 _GIVING_WAY = (_READER_WAITING, _WRITER_WAITING)
+_HELD_ELSEWHERE = "another process holds its lock"
+# How often a writer that announced itself tries again: others give way to it meanwhile.
+WRITER_POLL_S = 0.05
 _HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.*?) \(PID (?P<pid>\d+)\)")
 _process_locks: dict[Path, threading.Lock] = {}
 _process_locks_guard = threading.Lock()
@@ -263,7 +266,12 @@ def _connect(
                     waiting.enter_context(readers.announced(spool))
                 told = True
             time.sleep(min(delay * (0.5 + random.random()), remaining))
-            delay = min(delay * 2, _MAX_DELAY_S if write else _ANNOUNCED_POLL_S)
+            delay = min(delay * 2, _poll_s(spool) if write else _ANNOUNCED_POLL_S)
+
+
+def _poll_s(spool: Path) -> float:
+    """The longest wait between a writer's tries: short once it has announced itself."""
+    return WRITER_POLL_S if readers.writer_announced(spool) else _MAX_DELAY_S
 
 
 def _try_connect(
@@ -279,10 +287,11 @@ def _try_connect(
         who = readers.waiting(spool)
         if readers.should_give_way(path, spool, who):
             return None, _READER_WAITING if who.readers else _WRITER_WAITING
-    if last and last not in _GIVING_WAY and _lock_taken(path, write=write):
+    known = last and last not in _GIVING_WAY  # DuckDB named the holder: probe first
+    if (known or (write and readers.writer_announced(spool))) and _lock_taken(path, write=write):
         if write:
             readers.writer_refused(spool)
-        return None, last
+        return None, last if known else _HELD_ELSEWHERE
     try:
         conn = _open_writer(path) if write else duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:

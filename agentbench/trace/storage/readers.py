@@ -40,6 +40,7 @@ PRIORITY_S = 5.0
 MAX_GIVE_WAY_S = 2.0
 
 _giving_way_since: dict[Path, float] = {}
+_announced_writers: set[Path] = set()  # spools this process's writer waits in
 _guard = threading.Lock()
 
 
@@ -107,12 +108,24 @@ def _writer_marker_name() -> str:
 def writer_refused(spool: Path) -> None:
     """This process's writer found the store locked: say it waits (again: the marker's time is
     when it last tried, so it stays fresh while the writer keeps trying). Best effort."""
+    with _guard:
+        _announced_writers.add(spool)
     with contextlib.suppress(OSError):
         (spool / _writer_marker_name()).touch()
 
 
+def writer_announced(spool: Path) -> bool:
+    """Has this process's writer said it waits, and not got in since? Others give way to it
+    then, so it polls often (and cheaply: see `database._try_connect`)."""
+    return spool in _announced_writers
+
+
 def writer_got_in(spool: Path) -> None:
     """This process's writer has the store: it no longer waits."""
+    with _guard:
+        if spool not in _announced_writers:
+            return
+        _announced_writers.discard(spool)
     with contextlib.suppress(OSError):
         (spool / _writer_marker_name()).unlink(missing_ok=True)
 
