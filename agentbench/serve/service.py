@@ -176,6 +176,8 @@ class Service:
     def missing_variable(agent: Agent, context: dict[str, Any]) -> InstructionsError | None:
         """Why the agent's instructions cannot be written with `context` (a variable they
         use that it lacks), found before a run starts; None when they can."""
+        if not agent.template.variables:
+            return None  # plain text: nothing to lack (and no render per request)
         variables = RunContext("", agent.name, Context.of(context)).variables  # as a run's
         try:
             agent.template.render(variables)
