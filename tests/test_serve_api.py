@@ -15,6 +15,7 @@ from serve_support import Desk, desk_agent, keyring, served, service_for
 
 from agentbench import Agent, ModelSettings, ToolCall, tool
 from agentbench.runtime.models import FunctionModel
+from agentbench.serve.service import Service
 from agentbench.trace import TraceStore
 
 pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
@@ -367,6 +368,27 @@ def _greeter() -> Agent:
     return Agent(
         name="greeter", instructions="Greet {{ user }} by name.", model=FunctionModel(greet)
     )
+
+
+def test_only_instructions_with_variables_are_rendered_to_look_for_a_missing_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plain-text instructions cannot lack a variable: no render a request for them."""
+    plain = Agent(name="plain", instructions="Greet the user.")
+    templated = _greeter()
+    rendered: list[str] = []
+    for agent in (plain, templated):
+        render = agent.template.render
+        monkeypatch.setattr(
+            agent.template,
+            "render",
+            lambda v, _r=render, _a=agent: rendered.append(_a.name) or _r(v),
+        )
+    assert Service.missing_variable(plain, {}) is None
+    missing = Service.missing_variable(templated, {})
+    assert missing is not None and missing.variable == "user"
+    assert Service.missing_variable(templated, {"user": "Ada"}) is None
+    assert rendered == ["greeter", "greeter"]
 
 
 def test_context_passes_through_chat_completions_and_a_missing_one_is_a_400(tmp_path) -> None:
