@@ -5,6 +5,7 @@ store, no socket held by a client that does not keep time."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 
@@ -14,7 +15,8 @@ import pytest
 from sdk_clients import closed_after_test
 from serve_support import Desk, desk_agent, served, service_for
 
-from agentbench.serve import Caller
+from agentbench.serve import Caller, slow_clients
+from agentbench.serve.server import server_config
 from agentbench.trace import TraceStore
 
 pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
@@ -160,7 +162,20 @@ def _closed_by_server(conn: socket.socket) -> bytes:
         received += chunk
 
 
-def test_slow_clients_hold_no_socket_past_the_read_deadlines() -> None:
+@pytest.fixture(params=["httptools", "h11"])
+def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The HTTP parser serve runs on: httptools (the `serve` extra's), or h11 as where
+    httptools is not installed."""
+    if request.param == "h11":
+        monkeypatch.setattr(slow_clients, "HttpToolsProtocol", None)
+    protocol = server_config(service_for(desk_agent())).http
+    assert isinstance(protocol, type)
+    bases = {cls.__name__ for cls in protocol.__mro__}
+    assert ("HttpToolsProtocol" in bases) == (request.param == "httptools")
+    return str(request.param)
+
+
+def test_slow_clients_hold_no_socket_past_the_read_deadlines(parser: str) -> None:
     """300 slowloris sockets (headers never finished), a socket that says nothing, a body
     that trickles: each is closed at its deadline, late bodies answered 408, while a client
     that keeps time is served."""
@@ -188,3 +203,24 @@ def test_slow_clients_hold_no_socket_past_the_read_deadlines() -> None:
     assert late_body.startswith(b"HTTP/1.1 408 Request Timeout")
     assert b"connection: close" in late_body.lower()
     assert served_meanwhile.status_code == 202
+
+
+def test_a_request_head_past_the_bound_is_refused_and_its_connection_closed(parser: str) -> None:
+    """A head sent in pieces, never ending, within the header deadline: refused once it is
+    past 16 KB (431 from the httptools guard, 400 from h11's own bound), the next client
+    served."""
+    service = service_for(desk_agent(), header_timeout_s=30, body_timeout_s=30)
+    with served(service) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as conn:
+            conn.sendall(b"POST /v1/runs HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+            with contextlib.suppress(ConnectionError):
+                for index in range(64):  # 64 KB of headers at most, 1 KB a piece
+                    conn.sendall(b"x-filler-%d: %s\r\n" % (index, b"a" * 1000))
+                    time.sleep(0.002)
+            answer = _closed_by_server(conn)
+        with httpx.Client(base_url=url) as http:
+            served_after = http.post("/v1/runs", json={"input": "Where is A17?"})
+    status = {"httptools": b"HTTP/1.1 431 ", "h11": b"HTTP/1.1 400 "}[parser]
+    assert answer.startswith(status), answer[:200]
+    assert served_after.status_code == 202
