@@ -25,6 +25,9 @@ from agentbench.runtime.context import template_namespace
 _ENV = ImmutableSandboxedEnvironment(
     undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
 )
+# What jinja2 reads as its own in a template (the environment's defaults), and `\r`, whose
+# line endings it rewrites.
+_SYNTAX = re.compile(r"\{[{%#]|\r")
 _UNDEFINED_NAME = re.compile(r"'([^']+)' is undefined|has no attribute '([^']+)'")
 STATE_HEADING = "## State so far"
 PINNED_HEADING = "## Pinned facts"
@@ -44,6 +47,10 @@ class InstructionsTemplate:
             raise InstructionsError(agent, f"line {exc.lineno}: {exc.message}") from None
         self.variables = frozenset(meta.find_undeclared_variables(parsed))
         self.mentions_state = "state" in self.variables
+        # Plain text (most instructions) renders as itself: no namespace to build and no
+        # template to run at every iteration. jinja2 only changes text with its own syntax
+        # in it, and line endings (`\r\n` becomes `\n`).
+        self._plain = None if _SYNTAX.search(source) else source
 
     def render(
         self,
@@ -55,25 +62,7 @@ class InstructionsTemplate:
         pinned: Sequence[str] = (),
         handoff: str | None = None,
     ) -> str:
-        namespace = {
-            **template_namespace(variables),
-            "context": dict(variables),
-            "agent": self.agent,
-            "state": state,
-        }
-        try:
-            text = self._template.render(namespace)
-        except jinja2.UndefinedError as exc:
-            match = _UNDEFINED_NAME.search(str(exc))
-            name = next((g for g in match.groups() if g), None) if match else None
-            raise InstructionsError(
-                self.agent,
-                f"variable {name!r} is not defined; pass it in context= "
-                f"(defined: {sorted(variables) or 'none'})",
-                variable=name,
-            ) from None
-        except jinja2.TemplateError as exc:
-            raise InstructionsError(self.agent, str(exc)) from None
+        text = self._plain if self._plain is not None else self._rendered(variables, state)
         if handoff:
             text = f"{text.rstrip()}\n\n{HANDOFF_HEADING}\n{handoff}"
         if pinned:
@@ -86,3 +75,24 @@ class InstructionsTemplate:
                 f"object that matches this JSON Schema:\n{output_schema}"
             )
         return text
+
+    def _rendered(self, variables: Mapping[str, Any], state: Sequence[str]) -> str:
+        namespace = {
+            **template_namespace(variables),
+            "context": dict(variables),
+            "agent": self.agent,
+            "state": state,
+        }
+        try:
+            return self._template.render(namespace)
+        except jinja2.UndefinedError as exc:
+            match = _UNDEFINED_NAME.search(str(exc))
+            name = next((g for g in match.groups() if g), None) if match else None
+            raise InstructionsError(
+                self.agent,
+                f"variable {name!r} is not defined; pass it in context= "
+                f"(defined: {sorted(variables) or 'none'})",
+                variable=name,
+            ) from None
+        except jinja2.TemplateError as exc:
+            raise InstructionsError(self.agent, str(exc)) from None
