@@ -10,6 +10,7 @@ bound and killed if left over.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -62,6 +63,37 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {TIMEOUT_S} s: {what}")
         time.sleep(0.005)
+
+
+class Recording(threading.Thread):
+    """Runs recorded into a store one after another, on a thread of their own, until told to
+    stop: what the store keeps its connection for."""
+
+    def __init__(self, store: TraceStore) -> None:
+        super().__init__(daemon=True)
+        self.store = store
+        self.runs: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        async def loop() -> None:
+            while not self.stop.is_set():
+                self.runs.extend(await record(self.store, 1))
+
+        asyncio.run(loop())
+
+
+@contextlib.contextmanager
+def recording_all_along(store: TraceStore) -> Iterator[Recording]:
+    """Record into `store` for the whole block, its connection kept from the start."""
+    recording = Recording(store)
+    recording.start()
+    try:
+        wait_until(lambda: database.is_kept(store.path), "the ingest thread keeps its connection")
+        yield recording
+    finally:
+        recording.stop.set()
+        recording.join(timeout=TIMEOUT_S)
 
 
 def other_process_takes_the_lock(db: Path) -> bool:
@@ -134,20 +166,7 @@ def test_a_reader_of_another_process_gets_in_while_runs_keep_coming(
     """Neither idleness nor the hold limit closes the connection here: only the reader's
     announcement can, so the reader getting in shows writers give way to it."""
     store = TraceStore(tmp_path / "traces.duckdb")
-    stop = threading.Event()
-    recorded: list[str] = []
-
-    def keep_recording() -> None:
-        async def loop() -> None:
-            while not stop.is_set():
-                recorded.extend(await record(store, 1))
-
-        asyncio.run(loop())
-
-    writer = threading.Thread(target=keep_recording, daemon=True)
-    writer.start()
-    try:
-        wait_until(lambda: database.is_kept(store.path), "the ingest thread keeps its connection")
+    with recording_all_along(store) as recording:
         reader = subprocess.run(
             [sys.executable, "-m", "agentbench", "traces", "list", "--db", str(store.path)],
             capture_output=True,
@@ -156,13 +175,10 @@ def test_a_reader_of_another_process_gets_in_while_runs_keep_coming(
             check=False,
         )
         assert reader.returncode == 0, reader.stderr
-        assert writer.is_alive()  # it got in while runs were still being recorded
-        count = len(recorded)
-        wait_until(lambda: len(recorded) > count + 2, "recording goes on after the reader")
-    finally:
-        stop.set()
-        writer.join(timeout=TIMEOUT_S)
-    assert {run.run_id for run in store.runs()} == set(recorded)
+        assert recording.is_alive()  # it got in while runs were still being recorded
+        count = len(recording.runs)
+        wait_until(lambda: len(recording.runs) > count + 2, "recording goes on after the reader")
+    assert {run.run_id for run in store.runs()} == set(recording.runs)
     store.close()
 
 
@@ -174,20 +190,7 @@ def test_a_writer_of_another_process_gets_its_turn_while_runs_keep_coming(
     turns, and this one's recording goes on after it."""
     monkeypatch.setattr(database, "MAX_HOLD_S", 0.2)
     store = TraceStore(tmp_path / "traces.duckdb")
-    stop = threading.Event()
-    recorded: list[str] = []
-
-    def keep_recording() -> None:
-        async def loop() -> None:
-            while not stop.is_set():
-                recorded.extend(await record(store, 1))
-
-        asyncio.run(loop())
-
-    writer = threading.Thread(target=keep_recording, daemon=True)
-    writer.start()
-    try:
-        wait_until(lambda: database.is_kept(store.path), "the ingest thread keeps its connection")
+    with recording_all_along(store) as recording:
         started = time.monotonic()
         other = subprocess.run(
             [sys.executable, str(AGENT), str(store.path), "finish", "3"],
@@ -199,15 +202,12 @@ def test_a_writer_of_another_process_gets_its_turn_while_runs_keep_coming(
         assert other.returncode == 0, other.stderr
         # Its exit waits up to 60 s for the store: it got in by asking, not by waiting that out.
         assert time.monotonic() - started < TIMEOUT_S / 2
-        assert writer.is_alive()  # it got in while runs were still being recorded here
+        assert recording.is_alive()  # it got in while runs were still being recorded here
         theirs = {line.split()[1] for line in other.stdout.splitlines()}
         assert len(theirs) == 3
-        count = len(recorded)
-        wait_until(lambda: len(recorded) > count + 2, "recording goes on after the other writer")
-    finally:
-        stop.set()
-        writer.join(timeout=TIMEOUT_S)
-    assert {run.run_id for run in store.runs()} == {*recorded, *theirs}
+        count = len(recording.runs)
+        wait_until(lambda: len(recording.runs) > count + 2, "recording goes on after it")
+    assert {run.run_id for run in store.runs()} == {*recording.runs, *theirs}
     assert not list(store.path.with_name("traces.duckdb.spool").glob("*.writer"))
     store.close()
 

@@ -23,16 +23,13 @@ from agentbench.trace.journal.spool import Journal, spool_dir
 from agentbench.trace.recording import local as recording
 from agentbench.trace.storage import database, readers
 from agentbench.trace.storage.database import opened
+from tests.lock_holder import lock_held
 from tests.spool_plant import POISONS, finished, plant_dead_journal
 
 pytestmark = pytest.mark.slow  # a quarter-second or more a test: out of the quick loop
 
 AGENT = Path(__file__).parent / "fixtures" / "trace_agent.py"
 TIMEOUT_S = 60
-HOLD_LOCK = (
-    "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('locked', flush=True);"
-    " sys.stdin.readline(); c.close()"
-)
 
 
 def stored_ids(db: Path) -> set[str]:
@@ -339,14 +336,7 @@ def test_a_writer_refused_the_lock_says_it_waits_until_it_gets_in(
     TraceStore(db).settle()
     spool_dir(db).mkdir()
     mine = spool_dir(db) / readers._writer_marker_name()
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with lock_held(db) as holder:
         with (
             pytest.raises(StoreBusyError, match="holds its lock"),
             opened(db, write=True, wait_s=0),
@@ -367,34 +357,19 @@ def test_a_writer_refused_the_lock_says_it_waits_until_it_gets_in(
             pass
         assert connects == []
         assert database._poll_s(spool_dir(db)) == database.WRITER_POLL_S
-        assert holder.stdin is not None
-        holder.stdin.write("go\n")
-        holder.stdin.flush()
+        holder.release()
         with opened(db, write=True, wait_s=TIMEOUT_S):
             pass
         assert connects == [db]
         assert not mine.exists()
         assert database._poll_s(spool_dir(db)) > database.WRITER_POLL_S
-    finally:
-        holder.kill()
-        holder.wait(timeout=TIMEOUT_S)
-        for stream in (holder.stdin, holder.stdout):
-            if stream is not None:
-                stream.close()
 
 
 def test_a_waiting_reader_announces_itself_and_gets_in(tmp_path: Path) -> None:
     db = tmp_path / "traces.duckdb"
     TraceStore(db).settle()  # a new, empty store
     spool_dir(db).mkdir()  # and the spool, which recording processes make
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with lock_held(db) as holder:
         answer: list[object] = []
         reader = threading.Thread(
             target=lambda: answer.append(TraceStore(db, wait_s=TIMEOUT_S).runs()), daemon=True
@@ -404,15 +379,7 @@ def test_a_waiting_reader_announces_itself_and_gets_in(tmp_path: Path) -> None:
         while not list(spool_dir(db).glob("*.reader")) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert list(spool_dir(db).glob("*.reader")), "the waiting reader did not announce itself"
-        assert holder.stdin is not None
-        holder.stdin.write("go\n")
-        holder.stdin.flush()
+        holder.release()
         reader.join(timeout=TIMEOUT_S)
         assert answer == [[]]
         assert not list(spool_dir(db).glob("*.reader"))
-    finally:
-        holder.kill()
-        holder.wait(timeout=TIMEOUT_S)
-        for stream in (holder.stdin, holder.stdout):
-            if stream is not None:
-                stream.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,14 +13,7 @@ from agentbench import Agent, ChatResponse, FunctionModel, ModelSettings, Runner
 from agentbench.trace import RedactionRules, Redactor, TraceStore
 from agentbench.trace.redaction import detector as redact_module
 from agentbench.trace.redaction.rules import MASK
-
-HOLD_LOCK = (
-    "import duckdb, sys\n"
-    "conn = duckdb.connect(sys.argv[1])\n"
-    "print('locked', flush=True)\n"
-    "sys.stdin.readline()\n"
-    "conn.close()\n"
-)
+from tests.lock_holder import lock_held
 
 
 def test_secret_keys_are_masked_at_any_depth_and_counts_are_not() -> None:
@@ -155,14 +147,7 @@ def test_a_canary_reaches_no_byte_of_the_store_or_its_spool(
     )
     db = tmp_path / "store" / "traces.duckdb"
     db.parent.mkdir()
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with lock_held(db):
         store = TraceStore(db)
         result = Runner.run_sync(
             agent,
@@ -175,13 +160,6 @@ def test_a_canary_reaches_no_byte_of_the_store_or_its_spool(
         spooled = all_bytes(db.parent / "traces.duckdb.spool")  # the store is locked: all here
         assert marker.encode() in spooled
         assert not [c for c in canaries if c.encode() in spooled]
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.write("go\n")
-        holder.stdin.close()
-        holder.wait(timeout=30)
-        assert holder.stdout is not None
-        holder.stdout.close()
     store.flush()
     store.close()
 

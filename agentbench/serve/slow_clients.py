@@ -71,10 +71,19 @@ class _Deadlines:
     transport: asyncio.Transport
     cycle: Any
 
-    def _start_watching(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
         self._phase: str | None = None  # "headers" or "body": what the deadline is for
         self._bytes_seen = False  # of the request being waited for
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._watch("headers", self.header_deadline_s)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._unwatch()
+        super().connection_lost(exc)  # type: ignore[misc]
 
     def _watch(self, phase: str, seconds: float) -> None:
         self._unwatch()
@@ -108,18 +117,6 @@ class _Deadlines:
 
 
 class _GuardedH11(_Deadlines, H11Protocol):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._start_watching()
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._watch("headers", self.header_deadline_s)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._unwatch()
-        super().connection_lost(exc)
-
     def data_received(self, data: bytes) -> None:
         if self._phase is None and self.conn.their_state is h11.IDLE:
             self._watch("headers", self.header_deadline_s)  # the next request on this connection
@@ -168,18 +165,9 @@ if HttpToolsProtocol is not None:  # else h11's is the one guarded
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self._start_watching()
             self._in_head = False  # a request's head has begun and not ended
             self._head_began = False  # ... within the bytes being parsed now
             self._head_bytes = 0
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._watch("headers", self.header_deadline_s)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._unwatch()
-            super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
             self._head_began = False
