@@ -18,7 +18,10 @@ import uvicorn
 
 from agentbench.serve.app import create_app
 from agentbench.serve.service import Service
-from agentbench.serve.slow_clients import MAX_HEAD_BYTES, guarded_protocol
+from agentbench.serve.slow_clients import guarded_protocol
+
+# The most a request's line and headers may take (h11 answers 431/400 past it).
+MAX_HEADER_BYTES = 16 * 1024
 
 
 def server_config(service: Service, **options: Any) -> uvicorn.Config:
@@ -28,7 +31,7 @@ def server_config(service: Service, **options: Any) -> uvicorn.Config:
     return uvicorn.Config(
         create_app(service),
         http=guarded_protocol(settings.header_timeout_s, settings.body_timeout_s),
-        h11_max_incomplete_event_size=MAX_HEAD_BYTES,  # when h11 is the parser
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         # A backstop only: the service answers and cancels what runs after the drain itself.
         timeout_graceful_shutdown=round(settings.drain_s) + 10,
         **options,
