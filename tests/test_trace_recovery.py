@@ -365,6 +365,48 @@ def test_a_writer_refused_the_lock_says_it_waits_until_it_gets_in(
         assert database._poll_s(spool_dir(db)) > database.WRITER_POLL_S
 
 
+def test_writers_that_wait_do_not_give_way_to_each_other(tmp_path: Path) -> None:
+    """Both refused while a third held the lock: once it is free, the first to ask gets it
+    (giving way to each other, both would stay out for `MAX_GIVE_WAY_S`)."""
+    db = tmp_path / "traces.duckdb"
+    spool = spool_dir(db)
+    spool.mkdir()
+    (spool / "elsewhere-1.writer").touch()  # the other waiting writer
+    readers.writer_refused(spool)  # this one waits too
+    with opened(db, write=True, wait_s=0):
+        pass
+    assert not readers.writer_announced(spool)
+    with (  # got in, it no longer waits: it gives the other one its turn
+        pytest.raises(StoreBusyError, match="another process's writer is waiting"),
+        opened(db, write=True, wait_s=0),
+    ):
+        pass
+
+
+def test_a_writer_that_stops_waiting_takes_its_marker_back(tmp_path: Path) -> None:
+    """Left behind, it would make every other writer give way to nobody for seconds."""
+    db = tmp_path / "traces.duckdb"
+    TraceStore(db).settle()
+    spool = spool_dir(db)
+    spool.mkdir()
+    mine = spool / readers._writer_marker_name()
+    with lock_held(db):
+        with pytest.raises(StoreBusyError), opened(db, write=True, wait_s=0):
+            pass
+        assert mine.exists()  # polling (the ingest thread): it will be back
+        with (
+            pytest.raises(StoreBusyError, match="gave up after"),
+            opened(db, write=True, wait_s=0.2),
+        ):
+            pass
+        assert not mine.exists() and not readers.writer_announced(spool)
+        store = TraceStore(db, exit_wait_s=0.2)
+        Runner.run_sync(Agent(name="a"), "hi", model=ScriptedModel(["done"]), store=store)
+        store.close()  # the store stays locked: the run stays in the journal
+        assert not mine.exists() and not readers.writer_announced(spool)
+    assert len(TraceStore(db).runs()) == 1
+
+
 def test_a_waiting_reader_announces_itself_and_gets_in(tmp_path: Path) -> None:
     db = tmp_path / "traces.duckdb"
     TraceStore(db).settle()  # a new, empty store

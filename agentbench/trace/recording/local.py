@@ -455,6 +455,7 @@ class Recording:
                     self.db_path,
                     exc,
                 )
+        readers.writer_stopped_waiting(spool_dir(self.db_path))  # done: nobody waits for it
         with self.lock:
             # Only what is committed may go: a run taken for a batch that never committed
             # (whatever went wrong) keeps the journal, and the next process stores it.

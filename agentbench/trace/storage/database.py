@@ -250,11 +250,17 @@ def _connect(
     conflict = ""
     with contextlib.ExitStack() as waiting:
         while True:
-            conn, conflict = _try_connect(path, write=write, spool=spool, last=conflict)
+            conn, conflict = _try_connect(
+                path, write=write, spool=spool, last=conflict, polling=wait_s <= 0
+            )
             if conn is not None:
                 return conn
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if write and wait_s > 0:
+                    # It stops waiting: others must not give way to it any more. (A writer
+                    # polling without a wait, the ingest thread, will be back.)
+                    readers.writer_stopped_waiting(spool)
                 raise StoreBusyError(
                     f"trace store {path} is busy: {conflict}"
                     + (f"; gave up after waiting {wait_s:g} s" if wait_s > 0 else "")
@@ -275,20 +281,25 @@ def _poll_s(spool: Path) -> float:
 
 
 def _try_connect(
-    path: Path, *, write: bool, spool: Path, last: str
+    path: Path, *, write: bool, spool: Path, last: str, polling: bool = False
 ) -> tuple[duckdb.DuckDBPyConnection | None, str]:
     """A connection, or None and who is in the way (a lock holder, a waiting reader or
-    writer). A writer refused the lock says it waits (`readers.writer_refused`).
+    writer). A writer refused the lock says it waits (`readers.writer_refused`); writers that
+    wait do not give way to each other, only to readers (the first to ask gets it).
 
-    Once DuckDB has named the holder (`last`), the lock is probed directly first: a refused
+    Once DuckDB has named the holder (`last`), or when a writer that announced itself polls
+    (`polling`: one try a call, again and again), the lock is probed directly first: a refused
     `duckdb.connect` costs 30-100 ms of CPU, a probe microseconds, so waiting stays cheap
     and polling can be frequent."""
+    announced = write and readers.writer_announced(spool)
     if write:
         who = readers.waiting(spool)
+        if announced:
+            who = readers.Waiting(readers=who.readers)
         if readers.should_give_way(path, spool, who):
             return None, _READER_WAITING if who.readers else _WRITER_WAITING
     known = last and last not in _GIVING_WAY  # DuckDB named the holder: probe first
-    if (known or (write and readers.writer_announced(spool))) and _lock_taken(path, write=write):
+    if (known or (announced and polling)) and _lock_taken(path, write=write):
         if write:
             readers.writer_refused(spool)
         return None, last if known else _HELD_ELSEWHERE
@@ -302,7 +313,7 @@ def _try_connect(
         return None, f"{holder_of(str(exc))} holds its lock"
     if write:
         readers.wrote(path)
-        readers.writer_got_in(spool)
+        readers.writer_stopped_waiting(spool)
     return conn, ""
 
 

@@ -120,8 +120,8 @@ def writer_announced(spool: Path) -> bool:
     return spool in _announced_writers
 
 
-def writer_got_in(spool: Path) -> None:
-    """This process's writer has the store: it no longer waits."""
+def writer_stopped_waiting(spool: Path) -> None:
+    """This process's writer has the store, gave up, or is done: it no longer waits."""
     with _guard:
         if spool not in _announced_writers:
             return
