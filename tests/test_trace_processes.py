@@ -192,3 +192,59 @@ def test_kill_9_keeps_finished_runs_and_marks_started_ones_incomplete(
     )
     assert shown.returncode == 0, shown.stderr
     assert sorted(line.split()[0] for line in shown.stdout.splitlines()[1:4]) == sorted(started)
+
+
+FORKS_WHILE_KEPT = """
+import os, sys, time
+from agentbench import Agent, Runner, ScriptedModel
+from agentbench.trace import StoreBusyError, TraceStore
+from agentbench.trace.storage import database
+
+def one_run(store):
+    return Runner.run_sync(Agent(name="a"), "hi", model=ScriptedModel(["done"]), store=store)
+
+store = TraceStore(sys.argv[1])
+parents = one_run(store).run_id
+deadline = time.monotonic() + 60
+while not database.is_kept(store.path) and time.monotonic() < deadline:
+    time.sleep(0.005)
+assert database.is_kept(store.path), "the ingest thread did not keep its connection"
+pid = os.fork()
+if pid == 0:
+    try:
+        child = TraceStore(sys.argv[1], wait_s=0.3, exit_wait_s=0.3)
+        print("child-run", one_run(child).run_id, flush=True)
+        try:
+            child.flush()
+        except StoreBusyError as exc:
+            print("busy", exc, flush=True)
+        child.close()
+    finally:
+        os._exit(0)
+_, status = os.waitpid(pid, 0)
+print("child-exit", os.waitstatus_to_exitcode(status), flush=True)
+print("parent", parents, flush=True)
+store.close()
+"""
+
+
+def test_a_child_forked_while_the_store_is_kept_open_waits_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """The child cannot open the file its parent has open (DuckDB's memory came along), nor
+    close the parent's connection (its threads did not: the child would abort). It says the
+    store is busy, not damaged, and its run is stored from its journal after it exits."""
+    db = tmp_path / "traces.duckdb"
+    done = subprocess.run(
+        [sys.executable, "-c", FORKS_WHILE_KEPT, str(db)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert lines["child-exit"] == "0"  # not killed by an abort
+    assert "forked from" in lines["busy"] and "damaged" not in done.stdout + done.stderr
+    stored = {run.run_id for run in TraceStore(db).runs()}
+    assert stored == {lines["parent"], lines["child-run"]}

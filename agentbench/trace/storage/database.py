@@ -85,9 +85,38 @@ class _Kept:
     conn: duckdb.DuckDBPyConnection
     pid: int  # a forked child must neither use nor close its parent's connection
     opened_at: float
+    path: Path
 
 
 _kept: dict[Path, _Kept] = {}  # guarded by the path's process lock
+# In a forked child: the connections its parent kept. DuckDB's threads did not come along, so
+# closing or freeing one aborts the child (`terminate called…`), and DuckDB, its memory copied,
+# refuses to open the same file again in this process: the child waits, as for a busy store.
+_inherited: list[_Kept] = []
+
+
+def _after_fork_in_child() -> None:
+    global _process_locks_guard
+    _inherited.extend(_kept.values())
+    _kept.clear()
+    # A parent's thread may have held one at the fork: held forever here.
+    _process_locks.clear()
+    _process_locks_guard = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _held_by_parent(path: Path) -> str | None:
+    """Why this forked process cannot open `path`: its parent had it open at the fork."""
+    for kept in _inherited:
+        if kept.path == path:
+            return (
+                f"the process this one was forked from (PID {kept.pid}) had it open; a forked "
+                "process cannot open it too (its runs wait in its journal, stored once it exits)"
+            )
+    return None
 
 
 def _process_lock(path: Path) -> threading.Lock:
@@ -133,7 +162,7 @@ def opened(
         kept = _reusable(path) if write and keep else _close_kept(path)
         if kept is None:
             conn = _connect(path, write=write, wait_s=wait_s, on_wait=on_wait)
-            kept = _Kept(conn, os.getpid(), time.monotonic())
+            kept = _Kept(conn, os.getpid(), time.monotonic(), path)
             try:
                 _check_whole(conn, path)
                 conn.execute("SET TimeZone = 'UTC'")  # dates and partitions must not depend on TZ
@@ -307,6 +336,9 @@ def _try_connect(
         conn = _open_writer(path) if write else duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
         if not is_lock_conflict(exc):
+            forked = _held_by_parent(path)
+            if forked is not None:
+                return None, forked
             raise _open_error(path, exc, write=write) from None
         if write:
             readers.writer_refused(spool)
