@@ -9,7 +9,7 @@ not open the store (its runs stay safe in its journal). The lock is then free wi
 writer batch, and the reader removes its marker as soon as it is in. Markers are best effort:
 a reader that cannot write the spool simply waits its turn like before.
 
-A writer refused the lock leaves `<spool>/<host>-<pid>.writer`, touched again at each try
+A writer refused the lock leaves `<spool>/<host>-<pid>-<token>.writer`, touched again at each try
 and removed once it is in. The holder keeps its connection from batch to batch (see
 `database`) and gives it up for such a writer once it has had `database.MAX_HOLD_S` of it;
 the writers that find a waiting writer's marker as they open stay out for it. So writers
@@ -101,8 +101,16 @@ def readers_waiting(spool: Path) -> bool:
 
 
 def _writer_marker_name() -> str:
-    # One per process (a forked child has its own pid, so its own marker).
-    return f"{socket.gethostname()}-{os.getpid()}{WRITER_SUFFIX}"
+    """This process's marker: one per process (a forked child makes its own), with a random
+    part, since two containers sharing a host name and the store's folder may both be PID 1."""
+    global _marker
+    pid = os.getpid()
+    if _marker[0] != pid:
+        _marker = (pid, f"{socket.gethostname()}-{pid}-{secrets.token_hex(4)}{WRITER_SUFFIX}")
+    return _marker[1]
+
+
+_marker: tuple[int, str] = (0, "")
 
 
 def writer_refused(spool: Path) -> None:
