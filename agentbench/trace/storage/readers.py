@@ -9,10 +9,11 @@ not open the store (its runs stay safe in its journal). The lock is then free wi
 writer batch, and the reader removes its marker as soon as it is in. Markers are best effort:
 a reader that cannot write the spool simply waits its turn like before.
 
-A writer refused the lock leaves `<spool>/<host>-<pid>-<token>.writer`, touched again at each try
-and removed once it is in. The holder keeps its connection from batch to batch (see
-`database`) and gives it up for such a writer once it has had `database.MAX_HOLD_S` of it;
-the writers that find a waiting writer's marker as they open stay out for it. So writers
+A writer refused the lock leaves `<spool>/<host>-<pid>-<token>.writer`, touched again at
+each try and removed once it is in, gives up, or closes. The holder keeps its connection
+from batch to batch (see `database`) and gives it up for such a writer once it has had
+`database.MAX_HOLD_S` of it; a writer that is not waiting itself stays out while one is.
+Waiting writers do not stay out for each other: the first to ask gets the lock. So writers
 take turns of a couple of seconds, and a writer alone is never made to reopen the file only
 in case someone else wants it.
 
