@@ -356,13 +356,13 @@ def test_a_writer_refused_the_lock_says_it_waits_until_it_gets_in(
         ):
             pass
         assert connects == []
-        assert database._poll_s(spool_dir(db)) == database.WRITER_POLL_S
+        assert database.poll_s(spool_dir(db)) == database.WRITER_POLL_S
         holder.release()
         with opened(db, write=True, wait_s=TIMEOUT_S):
             pass
         assert connects == [db]
         assert not mine.exists()
-        assert database._poll_s(spool_dir(db)) > database.WRITER_POLL_S
+        assert database.poll_s(spool_dir(db)) > database.WRITER_POLL_S
 
 
 def test_writers_that_wait_do_not_give_way_to_each_other(tmp_path: Path) -> None:

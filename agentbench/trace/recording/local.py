@@ -387,9 +387,7 @@ class Recording:
             with self.lock:
                 if not self.closing:
                     self.wake.wait(timeout=delay * (0.5 + random.random()))
-            # Announced (refused the lock): others give way to this writer, so it asks often.
-            announced = readers.writer_announced(spool_dir(self.db_path))
-            delay = min(delay * 2, database.WRITER_POLL_S if announced else _MAX_RETRY_S)
+            delay = min(delay * 2, database.poll_s(spool_dir(self.db_path), _MAX_RETRY_S))
 
     def _wait_for_work(self) -> None:
         """Until something is queued (or we close), and then `GATHER_S` more for others to

@@ -85,19 +85,18 @@ class _Kept:
     conn: duckdb.DuckDBPyConnection
     pid: int  # a forked child must neither use nor close its parent's connection
     opened_at: float
-    path: Path
 
 
 _kept: dict[Path, _Kept] = {}  # guarded by the path's process lock
 # In a forked child: the connections its parent kept. DuckDB's threads did not come along, so
 # closing or freeing one aborts the child (`terminate called…`), and DuckDB, its memory copied,
 # refuses to open the same file again in this process: the child waits, as for a busy store.
-_inherited: list[_Kept] = []
+_inherited: dict[Path, _Kept] = {}
 
 
 def _after_fork_in_child() -> None:
     global _process_locks_guard
-    _inherited.extend(_kept.values())
+    _inherited.update(_kept)
     _kept.clear()
     # A parent's thread may have held one at the fork: held forever here.
     _process_locks.clear()
@@ -110,13 +109,13 @@ if hasattr(os, "register_at_fork"):
 
 def _held_by_parent(path: Path) -> str | None:
     """Why this forked process cannot open `path`: its parent had it open at the fork."""
-    for kept in _inherited:
-        if kept.path == path:
-            return (
-                f"the process this one was forked from (PID {kept.pid}) had it open; a forked "
-                "process cannot open it too (its runs wait in its journal, stored once it exits)"
-            )
-    return None
+    kept = _inherited.get(path)
+    if kept is None:
+        return None
+    return (
+        f"the process this one was forked from (PID {kept.pid}) had it open; a forked "
+        "process cannot open it too (its runs wait in its journal, stored once it exits)"
+    )
 
 
 def _process_lock(path: Path) -> threading.Lock:
@@ -162,7 +161,7 @@ def opened(
         kept = _reusable(path) if write and keep else _close_kept(path)
         if kept is None:
             conn = _connect(path, write=write, wait_s=wait_s, on_wait=on_wait)
-            kept = _Kept(conn, os.getpid(), time.monotonic(), path)
+            kept = _Kept(conn, os.getpid(), time.monotonic())
             try:
                 _check_whole(conn, path)
                 conn.execute("SET TimeZone = 'UTC'")  # dates and partitions must not depend on TZ
@@ -301,12 +300,13 @@ def _connect(
                     waiting.enter_context(readers.announced(spool))
                 told = True
             time.sleep(min(delay * (0.5 + random.random()), remaining))
-            delay = min(delay * 2, _poll_s(spool) if write else _ANNOUNCED_POLL_S)
+            delay = min(delay * 2, poll_s(spool) if write else _ANNOUNCED_POLL_S)
 
 
-def _poll_s(spool: Path) -> float:
-    """The longest wait between a writer's tries: short once it has announced itself."""
-    return WRITER_POLL_S if readers.writer_announced(spool) else _MAX_DELAY_S
+def poll_s(spool: Path, longest: float = _MAX_DELAY_S) -> float:
+    """The longest wait between a writer's tries: `WRITER_POLL_S` once it has announced
+    itself (others give way to it meanwhile), else `longest`."""
+    return WRITER_POLL_S if readers.writer_announced(spool) else longest
 
 
 def _try_connect(
